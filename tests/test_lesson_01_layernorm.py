@@ -1,0 +1,35 @@
+"""The figures Lesson 1 states are computed in the lesson, and they are right."""
+
+import pytest
+
+from tests.glue import glued, glued_text, glued_value
+from tools.notebooks import REPO
+
+
+@pytest.fixture(scope="module")
+def lesson(executions):
+    execution = executions[REPO / "book" / "01-layernorm.md"]
+    assert execution.error is None, execution.error
+    return execution.output
+
+
+def test_worked_examples_match_the_hand_calculation(lesson):
+    values = glued_text(lesson)
+    assert glued_value(values["ex123"]) == "-1.2247, 0.0000, 1.2247"
+    assert glued_value(values["ex2468"]) == "-1.342, -0.447, 0.447, 1.342"
+
+
+def test_scratch_layernorm_agrees_with_pytorch_and_the_reference_module(lesson):
+    values = glued_text(lesson)
+    assert float(glued_value(values["max_diff_builtin"])) < 1e-5
+    assert glued_value(values["same_as_reference"]) is True
+
+
+def test_gamma_and_beta_set_the_output_statistics(lesson):
+    values = glued_text(lesson)
+    assert glued_value(values["gb_mean"]) == "1.000"
+    assert glued_value(values["gb_var"]) == "4.000"
+
+
+def test_lesson_has_its_figure(lesson):
+    assert "image/png" in glued(lesson)["fig_layernorm_tokens"]

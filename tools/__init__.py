@@ -1,0 +1,1 @@
+"""Build and test helpers for the course (used by the Makefile and the test suite)."""

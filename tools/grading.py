@@ -1,0 +1,135 @@
+"""Grade submissions with the real nbgrader, in a scratch copy of the course.
+
+The test suite and the mutation reports use this: make a scratch course (the masters, the
+configuration, an empty gradebook), turn catalog entries into student notebooks, run
+`nbgrader autograde` exactly as an instructor would, and read the scores back from the gradebook.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import yaml
+
+from tools.notebooks import REPO
+
+CATALOG = REPO / "autograder" / "catalog"
+
+
+def nbgrader_env() -> dict[str, str]:
+    """The environment for nbgrader: it calls `alembic` from PATH, so the venv's bin comes first."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run `nbgrader ARGS` from the course's autograder/ folder, as the instructors' page says."""
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("nbgrader")), *args],
+        cwd=course / "autograder", env=nbgrader_env(), check=check, capture_output=True, text=True,
+    )
+
+
+def make_course(root: Path) -> Path:
+    """A scratch course with the masters and configuration, ready for `generate_assignment`."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(REPO / "solutions", root / "solutions")
+    (root / "autograder").mkdir()
+    shutil.copy(REPO / "autograder" / "nbgrader_config.py", root / "autograder")
+    return root
+
+
+def assignments() -> list[str]:
+    return sorted(path.name for path in (REPO / "solutions").iterdir() if path.is_dir())
+
+
+def master_notebook(assignment: str) -> Path:
+    (notebook,) = (REPO / "solutions" / assignment).glob("*.ipynb")
+    return notebook
+
+
+def release_notebook(assignment: str) -> Path:
+    return REPO / "exercises" / assignment / master_notebook(assignment).name
+
+
+# --- the catalog: buggy and alternative correct submissions, kept as data -------------------------
+
+@dataclass
+class Variant:
+    """One submission: the release with some answer cells replaced."""
+    assignment: str
+    name: str
+    cells: dict[str, str]                     # grade_id of an answer cell -> the student's code
+    correct: bool
+    misconception: str = ""                   # what a buggy variant gets wrong, in one line
+    fails: list[str] = field(default_factory=list)   # test cells that must lose all their points
+    message: str = ""                         # text the failure message must contain
+
+    @property
+    def student(self) -> str:
+        return f"{self.assignment}--{self.name}"
+
+
+def load_catalog(assignment: str) -> list[Variant]:
+    path = CATALOG / f"{assignment}.yml"
+    if not path.exists():
+        return []
+    data = yaml.safe_load(path.read_text())
+    variants = [Variant(assignment, bug["name"], bug["cells"], False, bug["misconception"],
+                        bug["fails"], bug.get("message", "")) for bug in data.get("bugs", [])]
+    variants += [Variant(assignment, alt["name"], alt["cells"], True, alt.get("description", ""))
+                 for alt in data.get("correct", [])]
+    return variants
+
+
+def submission_from_release(assignment: str, cells: dict[str, str]) -> nbformat.NotebookNode:
+    """The release notebook with the given answer cells filled in, as a student would hand it in."""
+    notebook = nbformat.read(release_notebook(assignment), as_version=4)
+    by_id = {cell.metadata.get("nbgrader", {}).get("grade_id"): cell for cell in notebook.cells}
+    for grade_id, source in cells.items():
+        if grade_id not in by_id:
+            raise KeyError(f"{assignment} has no cell {grade_id!r}")
+        by_id[grade_id].source = source.rstrip("\n")
+    return notebook
+
+
+def submit(course: Path, student: str, assignment: str, notebook: nbformat.NotebookNode) -> Path:
+    """Place a notebook where `nbgrader collect` (or an LMS download) would put it."""
+    path = course / "autograder" / "submitted" / student / assignment / master_notebook(assignment).name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, path)
+    return path
+
+
+# --- reading results --------------------------------------------------------------------------------
+
+def cell_scores(course: Path, assignment: str, student: str) -> dict[str, tuple[float, float]]:
+    """grade_id -> (score, max_score) for every graded cell of one submission."""
+    from nbgrader.api import Gradebook
+
+    db = course / "autograder" / "gradebook" / "gradebook.db"
+    notebook = master_notebook(assignment).stem
+    with Gradebook(f"sqlite:///{db}") as gradebook:
+        submitted = gradebook.find_submission_notebook(notebook, assignment, student)
+        return {grade.name: (grade.score, grade.max_score) for grade in submitted.grades}
+
+
+def autograded_notebook(course: Path, assignment: str, student: str) -> nbformat.NotebookNode:
+    path = course / "autograder" / "autograded" / student / assignment / master_notebook(assignment).name
+    return nbformat.read(path, as_version=4)
+
+
+def cell_error(notebook: nbformat.NotebookNode, grade_id: str) -> str:
+    """The error a graded cell showed, as the student sees it in their feedback ('' if none)."""
+    for cell in notebook.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+            return "\n".join(f"{out.ename}: {out.evalue}" for out in cell.get("outputs", [])
+                             if out.output_type == "error")
+    raise KeyError(grade_id)
