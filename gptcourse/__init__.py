@@ -1,9 +1,28 @@
 """Reference code for the course: what each lesson builds in the open, in one importable place.
 
-Lessons build every piece step by step, then later lessons import it from here; the tests prove the
-lesson's version and this module's agree.
+Lessons build every piece step by step; later lessons import it from here, and the tests prove that
+the lesson's version and this module's agree.
 """
 
-from gptcourse.model import layernorm
+from gptcourse.model import (
+    GPT,
+    MLP,
+    GPTAttention,
+    GPTBlock,
+    GPTConfig,
+    build_on_meta,
+    causal_attention_weights,
+    count_parameters,
+    gelu_tanh,
+    generate_greedy,
+    gpt_parameter_formula,
+    layernorm,
+    merge_heads,
+    split_heads,
+)
 
-__all__ = ["layernorm"]
+__all__ = [
+    "GPT", "MLP", "GPTAttention", "GPTBlock", "GPTConfig", "build_on_meta", "causal_attention_weights",
+    "count_parameters", "gelu_tanh", "generate_greedy", "gpt_parameter_formula", "layernorm",
+    "merge_heads", "split_heads",
+]

@@ -1,0 +1,47 @@
+"""The instructors' page, followed command by command: release through the exchange, fetch, submit,
+collect, autograde, feedback and a grades CSV, all with the standard nbgrader CLI."""
+
+import csv
+import getpass
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+from tools import grading
+
+ASSIGNMENT = "01-layernorm"
+
+
+def test_release_fetch_submit_collect_grade_and_export(course, tmp_path):
+    exchange = course / "autograder" / "exchange"
+    grading.nbgrader(course, "release_assignment", ASSIGNMENT, "--force")
+
+    # The student's side: fetch into their own folder, answer, submit.
+    home = tmp_path / "student"
+    home.mkdir()
+    student_args = [f"--Exchange.root={exchange}", "--CourseDirectory.course_id=gpt2-block"]
+    nbgrader = str(Path(sys.executable).with_name("nbgrader"))
+    run = lambda *args: subprocess.run([nbgrader, *args, *student_args], cwd=home, env=grading.nbgrader_env(),
+                                       check=True, capture_output=True, text=True)
+    run("fetch_assignment", ASSIGNMENT)
+    fetched = home / ASSIGNMENT / grading.master_notebook(ASSIGNMENT).name
+    answer = {"layernorm": grading.load_catalog(ASSIGNMENT)[-1].cells["layernorm"]}   # a correct variant
+    notebook = grading.submission_from_release(ASSIGNMENT, answer)
+    nbformat.write(notebook, fetched)
+    run("submit", ASSIGNMENT)
+
+    # Back to the instructor.
+    student = getpass.getuser()
+    grading.nbgrader(course, "collect", ASSIGNMENT, "--update")
+    assert (course / "autograder" / "submitted" / student / ASSIGNMENT / fetched.name).exists()
+    grading.nbgrader(course, "autograde", ASSIGNMENT, "--student", student, "--force")
+    grading.nbgrader(course, "generate_feedback", ASSIGNMENT, "--student", student, "--force")
+    assert (course / "autograder" / "feedback" / student / ASSIGNMENT / "layernorm.html").exists()
+
+    grades = course / "autograder" / "grades.csv"
+    grading.nbgrader(course, "export", "--to", str(grades))
+    rows = [row for row in csv.DictReader(grades.open()) if row["student_id"] == student]
+    assert len(rows) == 1 and rows[0]["assignment"] == ASSIGNMENT
+    assert float(rows[0]["score"]) == float(rows[0]["max_score"]) > 0
