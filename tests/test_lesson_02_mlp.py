@@ -1,0 +1,53 @@
+"""The figures Lesson 2 (the MLP and GELU) states are computed in the lesson, and they are right."""
+
+from fractions import Fraction
+
+import pytest
+
+from tests.glue import glued, glued_text, glued_value
+from tools.notebooks import REPO
+
+
+@pytest.fixture(scope="module")
+def lesson(executions):
+    execution = executions[REPO / "book" / "02-mlp.md"]
+    assert execution.error is None, execution.error
+    return execution.output
+
+
+def test_worked_example_matches_the_hand_calculation(lesson):
+    values = glued_text(lesson)
+    assert glued_value(values["gelu_tanh_1"]) == "0.84119"
+    assert glued_value(values["gelu_exact_1"]) == "0.84134"
+
+
+def test_scratch_tanh_gelu_matches_pytorch(lesson):
+    assert float(glued_value(glued_text(lesson)["tanh_vs_pytorch"])) < 1e-6
+
+
+def test_tanh_and_exact_gelu_differ_by_about_five_parts_in_ten_thousand(lesson):
+    values = glued_text(lesson)
+    assert 4e-4 <= float(glued_value(values["max_gelu_gap"])) <= 5e-4
+    assert abs(float(glued_value(values["max_gelu_gap_at"]))) == pytest.approx(2.70, abs=0.05)
+
+
+def test_scratch_mlp_agrees_with_the_reference_module(lesson):
+    assert glued_value(glued_text(lesson)["same_as_reference"]) is True
+
+
+def test_mlp_never_mixes_positions(lesson):
+    assert glued_value(glued_text(lesson)["no_position_mixing"]) is True
+
+
+def test_mlp_holds_two_thirds_of_the_branches_weights_at_gpt2_width(lesson):
+    values = glued_text(lesson)
+    assert glued_value(values["mlp_count"]) == 4_722_432
+    assert glued_value(values["attention_count"]) == 2_362_368
+    assert glued_value(values["mlp_formula_holds"]) is True
+    assert glued_value(values["attention_formula_holds"]) is True
+    assert Fraction(glued_value(values["mlp_share"])) == Fraction(2, 3)
+    assert glued_value(values["mlp_share_with_biases"]) == f"{4_722_432 / (4_722_432 + 2_362_368):.4f}"
+
+
+def test_lesson_has_its_figure(lesson):
+    assert "image/png" in glued(lesson)["fig_gelu"]
