@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 import nbformat
 import pytest
 
@@ -24,17 +27,32 @@ def course(tmp_path_factory):
     return course
 
 
+@dataclass
+class GradedClass:
+    """Where each student of the test class was graded, and how to read their results."""
+
+    graded_in: dict[str, Path]
+
+    def scores(self, assignment: str, student: str) -> dict[str, tuple[float, float]]:
+        return grading.cell_scores(self.graded_in[student], assignment, student)
+
+    def feedback(self, assignment: str, student: str) -> nbformat.NotebookNode:
+        return grading.autograded_notebook(self.graded_in[student], assignment, student)
+
+
 @pytest.fixture(scope="session")
 def graded(course):
-    """The scratch course after autograding a class: per assignment the master, the untouched release
-    and every catalog variant, each submitted as its own student."""
+    """A class autograded once with real nbgrader: per assignment the master, the untouched release and
+    every catalog variant, each submitted as its own student."""
+    submissions = []
     for assignment in grading.assignments():
-        grading.submit(course, f"{assignment}--solution", assignment,
-                       nbformat.read(grading.master_notebook(assignment), as_version=4))
-        grading.submit(course, f"{assignment}--release", assignment,
-                       nbformat.read(grading.release_notebook(assignment), as_version=4))
-        for variant in grading.load_catalog(assignment):
-            grading.submit(course, variant.student, assignment,
-                           grading.submission_from_release(assignment, variant.cells))
-        grading.nbgrader(course, "autograde", assignment)
-    return course
+        submissions += [
+            grading.Submission(f"{assignment}--solution", assignment,
+                               nbformat.read(grading.master_notebook(assignment), as_version=4)),
+            grading.Submission(f"{assignment}--release", assignment,
+                               nbformat.read(grading.release_notebook(assignment), as_version=4)),
+        ]
+        submissions += [grading.Submission(variant.student, assignment,
+                                           grading.submission_from_release(assignment, variant.cells))
+                        for variant in grading.load_catalog(assignment)]
+    return GradedClass(grading.grade_class(course, submissions))

@@ -8,31 +8,27 @@ ASSIGNMENTS = grading.assignments()
 VARIANTS = [variant for assignment in ASSIGNMENTS for variant in grading.load_catalog(assignment)]
 
 
-def scores(course, assignment, student):
-    return grading.cell_scores(course, assignment, student)
-
-
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_master_scores_full_marks(assignment, graded):
-    result = scores(graded, assignment, f"{assignment}--solution")
+    result = graded.scores(assignment, f"{assignment}--solution")
     lost = {cell: score for cell, score in result.items() if score[0] != score[1]}
     assert result and not lost, f"the master lost points in {lost}"
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_untouched_release_scores_zero_without_crashing_the_grader(assignment, graded):
-    result = scores(graded, assignment, f"{assignment}--release")
+    result = graded.scores(assignment, f"{assignment}--release")
     assert result, "the release was not graded"
     assert sum(score for score, _ in result.values()) == 0
 
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if not v.correct], ids=lambda v: v.student)
 def test_bug_loses_exactly_the_points_of_its_checks(variant, graded):
-    result = scores(graded, variant.assignment, variant.student)
+    result = graded.scores(variant.assignment, variant.student)
     failed = {cell for cell, (score, top) in result.items() if score < top}
     assert set(variant.fails) <= failed, f"{variant.misconception}: expected {variant.fails} to fail, failed {failed}"
     assert failed <= set(variant.fails), f"{variant.misconception}: also lost points in {failed - set(variant.fails)}"
-    feedback = grading.autograded_notebook(graded, variant.assignment, variant.student)
+    feedback = graded.feedback(variant.assignment, variant.student)
     for cell in variant.fails:
         assert variant.message in grading.cell_error(feedback, cell), (
             f"{cell} should tell the student '{variant.message}', it said: {grading.cell_error(feedback, cell)}")
@@ -40,6 +36,14 @@ def test_bug_loses_exactly_the_points_of_its_checks(variant, graded):
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v.correct], ids=lambda v: v.student)
 def test_alternative_correct_solution_scores_full_marks(variant, graded):
-    result = scores(graded, variant.assignment, variant.student)
+    result = graded.scores(variant.assignment, variant.student)
     lost = {cell: score for cell, score in result.items() if score[0] != score[1]}
     assert result and not lost, f"{variant.misconception}: a correct solution lost points in {lost}"
+
+
+def test_committed_mutation_report_is_current(graded):
+    from tools.mutation_report import REPORT, render
+
+    assert REPORT.exists(), "run `python -m tools.mutation_report`"
+    assert REPORT.read_text() == render(graded.scores, graded.feedback), (
+        "autograder/mutation-report.md is stale: run `python -m tools.mutation_report`")

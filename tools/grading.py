@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,19 +23,24 @@ from tools.notebooks import REPO
 CATALOG = REPO / "autograder" / "catalog"
 
 
-def nbgrader_env() -> dict[str, str]:
+def nbgrader_env(threads: int | None = None) -> dict[str, str]:
     """The environment for nbgrader: it calls `alembic` from PATH, so the venv's bin comes first."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)     # inherited by the grading kernels
     return env
 
 
-def nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def nbgrader(course: Path, *args: str, check: bool = True, threads: int | None = None) -> subprocess.CompletedProcess:
     """Run `nbgrader ARGS` from the course's autograder/ folder, as the instructors' page says."""
-    return subprocess.run(
+    result = subprocess.run(
         [str(Path(sys.executable).with_name("nbgrader")), *args],
-        cwd=course / "autograder", env=nbgrader_env(), check=check, capture_output=True, text=True,
+        cwd=course / "autograder", env=nbgrader_env(threads), capture_output=True, text=True,
     )
+    if check and result.returncode:
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
 
 
 def make_course(root: Path) -> Path:
@@ -106,6 +112,46 @@ def submit(course: Path, student: str, assignment: str, notebook: nbformat.Noteb
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, path)
     return path
+
+
+# --- grading a class across cores -----------------------------------------------------------------
+
+@dataclass
+class Submission:
+    student: str
+    assignment: str
+    notebook: nbformat.NotebookNode
+
+
+def grade_class(course: Path, submissions: list[Submission], workers: int | None = None) -> dict[str, Path]:
+    """Autograde every submission with real `nbgrader autograde`, `workers` shards at a time.
+
+    `course` must already have every assignment generated (its gradebook knows them). Each shard is a
+    copy of it with its own gradebook, because nbgrader's SQLite gradebook takes one writer at a time;
+    students are dealt to shards round robin. Returns student -> the course folder that graded them.
+    """
+    workers = max(1, min(workers or os.cpu_count() or 1, len(submissions)))
+    shards = []
+    for index in range(workers):
+        shard = course.parent / f"{course.name}-shard{index}"
+        shutil.rmtree(shard, ignore_errors=True)
+        # The masters, the configuration and the gradebook; none of the course's own submissions.
+        shutil.copytree(course, shard, ignore=shutil.ignore_patterns("submitted", "autograded", "feedback", "exchange"))
+        shards.append(shard)
+    placed: dict[str, Path] = {}
+    for index, submission in enumerate(submissions):
+        shard = shards[index % workers]
+        submit(shard, submission.student, submission.assignment, submission.notebook)
+        placed[submission.student] = shard
+    threads = max(1, (os.cpu_count() or 1) // workers)
+
+    def grade_shard(shard: Path) -> None:
+        for assignment in sorted({s.assignment for s in submissions if placed[s.student] == shard}):
+            nbgrader(shard, "autograde", assignment, threads=threads)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(grade_shard, shards))
+    return placed
 
 
 # --- reading results --------------------------------------------------------------------------------
