@@ -1,0 +1,85 @@
+"""Lesson 4 assembles a GPT that agrees with the reference, and its tests catch the mistakes it shows."""
+
+import pytest
+
+from tests.glue import glued, glued_text, glued_value
+from tools.notebooks import REPO
+
+
+@pytest.fixture(scope="module")
+def lesson(executions):
+    execution = executions[REPO / "book" / "04-gpt.md"]
+    assert execution.error is None, execution.error
+    return execution.output
+
+
+@pytest.fixture(scope="module")
+def values(lesson):
+    """Every glued value except the figures, as Python values."""
+    figures = {name for name, data in glued(lesson).items() if "image/png" in data}
+    return {name: glued_value(text) for name, text in glued_text(lesson).items() if name not in figures}
+
+
+def test_worked_example_matches_the_hand_calculation(values):
+    assert values["hand_stream"] == "[[1, 1], [11, 0], [2, 9]]"
+    assert values["hand_logits"] == "[1, 2, 3, 0]"
+
+
+def test_lesson_gpt_agrees_with_the_reference_module(values):
+    assert values["same_seed_same_weights"] is True
+    assert values["same_as_reference"] is True
+
+
+def test_logits_have_shape_batch_positions_vocabulary(values):
+    assert values["logits_shape"] == "[3, 10, 27]"
+
+
+def test_tying_saves_vocab_times_width(values):
+    assert values["tie_saving"] == 27 * 32
+    assert values["gpt2_tie_saving"] == 38_597_376
+
+
+def test_initialization_is_gpt2s(values):
+    assert abs(values["init_std"] - 0.02) < 0.002
+    assert values["init_count"] > 10_000
+    assert values["biases_zero"] is True
+    assert values["scales_one"] is True
+
+
+def test_a_sequence_longer_than_the_context_raises(values):
+    assert values["context_error_raised"] is True
+    assert "exceeds the model's context of 16" in values["context_error"]
+
+
+def test_leakage_test_passes_with_the_mask_and_fails_without_it(values):
+    assert values["masked_passes"] is True
+    assert values["unmasked_passes"] is False
+    assert values["masked_earlier_moved"] == 0
+    assert values["unmasked_earlier_moved"] == 12 * 11 // 2
+
+
+def test_shared_block_list_is_caught_by_the_parameter_count(values):
+    assert values["shared_stack_ok"] is False
+    assert values["distinct_stack_params"] == 2 * values["shared_stack_params"]
+
+
+def test_dropout_makes_passes_differ_until_eval(values):
+    assert values["train_repeatable"] is False
+    assert values["train_leakage"] is False
+    assert values["eval_repeatable"] is True
+    assert values["eval_leakage"] is True
+
+
+def test_position_mistakes_are_shown_failing(values):
+    assert float(values["spread_without_positions"]) < 1e-4 < float(values["spread_with_positions"])
+    assert values["wrong_axis_raises"] is True
+    assert values["wrong_axis_single_ok"] is False
+
+
+def test_greedy_generation_appends_the_requested_tokens(values):
+    assert values["generated_shape"] == "[1, 27]"
+    assert len(values["continuation"]) == 20
+
+
+def test_lesson_has_its_figure(lesson):
+    assert "image/png" in glued(lesson)["fig_leakage"]
