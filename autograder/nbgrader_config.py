@@ -3,13 +3,31 @@
 The instructor master of each assignment lives in ../solutions, the student release that
 `nbgrader generate_assignment` produces in ../exercises. Everything nbgrader writes while grading
 (submissions, autograded copies, feedback, the gradebook, the local exchange) goes under this folder
-and is git-ignored.
+and is git-ignored. The grading limits below are documented on the instructors' page.
 """
 
+import os
+import sys
 from pathlib import Path
+
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds, GetGrades, IgnorePattern, LimitOutput,
+    OverwriteCells, OverwriteKernelspec, SaveAutoGrades,
+)
 
 HERE = Path(__file__).resolve().parent
 COURSE_ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from course_grading import (  # noqa: E402
+    GuardedExecute, HideHiddenTests, PerCheckExport, RecordFlags, RestoreFromRelease,
+)
+
+# --- limits for one grading kernel (override with environment variables of the same name) ---------
+CELL_TIMEOUT_SECONDS = int(os.environ.get("COURSE_GRADING_CELL_TIMEOUT", "60"))
+os.environ.setdefault("COURSE_GRADING_MEMORY_GB", "4")        # address space per kernel
+os.environ.setdefault("COURSE_GRADING_CPU_SECONDS", "300")    # CPU time per kernel
 
 c = get_config()  # noqa: F821 (provided by traitlets when nbgrader loads this file)
 
@@ -29,10 +47,36 @@ c.CourseDirectory.db_url = f"sqlite:///{HERE / 'gradebook' / 'gradebook.db'}"
 (HERE / "exchange").mkdir(exist_ok=True)
 c.Exchange.root = str(HERE / "exchange")
 
-# Torch notebooks need more than nbgrader's default 30 s for a cell on a slow laptop, but a
-# hanging cell must not stall a whole class: 120 s per cell.
-c.Execute.timeout = 120
+# A hanging cell must not stall a whole class; every solution cell runs in well under a second.
+c.Execute.timeout = CELL_TIMEOUT_SECONDS
+# Limits and seeds applied in the kernel before the student's first cell (see kernel_startup.py).
+c.Execute.extra_arguments = [
+    "--HistoryManager.hist_file=:memory:",
+    f"--IPKernelApp.exec_files={[str(HERE / 'kernel_startup.py')]}",
+]
+
+# Before grading, every cell the release marks gets its metadata back, and deleted test cells are put
+# back (then nbgrader's OverwriteCells restores their source, hidden tests included, from the master).
+c.RestoreFromRelease.release_root = str(COURSE_ROOT / "exercises")
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput, DeduplicateIds, OverwriteKernelspec, RestoreFromRelease, OverwriteCells, CheckCellMetadata,
+]
 
 # Stock nbgrader scores a test cell 0 if it writes anything to stderr, which PyTorch warnings do.
 # Grades depend on exceptions only, so stderr output is dropped before grading.
+c.IgnorePattern.enabled = True
 c.IgnorePattern.pattern = r"[\s\S]*"
+
+c.Autograde.autograde_preprocessors = [
+    GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, RecordFlags, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata,
+]
+
+# Feedback shows each failed check's message, never the hidden test code (set enabled = False to
+# release the tests with the feedback after the due date).
+c.GenerateFeedback.preprocessors = [HideHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]
+c.HideHiddenTests.enabled = True
+
+# `nbgrader export --exporter=course_grading.PerCheckExport --to checks.csv`: one column per check.
+c.PerCheckExport.autograded = str(HERE / "autograded")
+c.PerCheckExport.submitted = str(HERE / "submitted")

@@ -23,20 +23,21 @@ from tools.notebooks import REPO
 CATALOG = REPO / "autograder" / "catalog"
 
 
-def nbgrader_env(threads: int | None = None) -> dict[str, str]:
+def nbgrader_env(threads: int | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for nbgrader: it calls `alembic` from PATH, so the venv's bin comes first."""
-    env = dict(os.environ)
+    env = {**os.environ, **(extra or {})}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)     # inherited by the grading kernels
     return env
 
 
-def nbgrader(course: Path, *args: str, check: bool = True, threads: int | None = None) -> subprocess.CompletedProcess:
+def nbgrader(course: Path, *args: str, check: bool = True, threads: int | None = None,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run `nbgrader ARGS` from the course's autograder/ folder, as the instructors' page says."""
     result = subprocess.run(
         [str(Path(sys.executable).with_name("nbgrader")), *args],
-        cwd=course / "autograder", env=nbgrader_env(threads), capture_output=True, text=True,
+        cwd=course / "autograder", env=nbgrader_env(threads, env), capture_output=True, text=True,
     )
     if check and result.returncode:
         raise RuntimeError(f"nbgrader {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
@@ -48,7 +49,8 @@ def make_course(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     shutil.copytree(REPO / "solutions", root / "solutions")
     (root / "autograder").mkdir()
-    shutil.copy(REPO / "autograder" / "nbgrader_config.py", root / "autograder")
+    for name in ("nbgrader_config.py", "course_grading.py", "kernel_startup.py"):
+        shutil.copy(REPO / "autograder" / name, root / "autograder")
     return root
 
 
@@ -106,11 +108,15 @@ def submission_from_release(assignment: str, cells: dict[str, str]) -> nbformat.
     return notebook
 
 
-def submit(course: Path, student: str, assignment: str, notebook: nbformat.NotebookNode) -> Path:
-    """Place a notebook where `nbgrader collect` (or an LMS download) would put it."""
-    path = course / "autograder" / "submitted" / student / assignment / master_notebook(assignment).name
+def submit(course: Path, student: str, assignment: str, notebook: nbformat.NotebookNode | bytes,
+           filename: str | None = None) -> Path:
+    """Place a notebook (or raw bytes, for malformed files) where `nbgrader collect` would put it."""
+    path = course / "autograder" / "submitted" / student / assignment / (filename or master_notebook(assignment).name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, path)
+    if isinstance(notebook, bytes):
+        path.write_bytes(notebook)
+    else:
+        nbformat.write(notebook, path)
     return path
 
 
@@ -120,10 +126,13 @@ def submit(course: Path, student: str, assignment: str, notebook: nbformat.Noteb
 class Submission:
     student: str
     assignment: str
-    notebook: nbformat.NotebookNode
+    notebook: nbformat.NotebookNode | bytes
+    filename: str | None = None               # another name than the master's: a renamed notebook
+    extra_files: dict[str, bytes] = field(default_factory=dict)
 
 
-def grade_class(course: Path, submissions: list[Submission], workers: int | None = None) -> dict[str, Path]:
+def grade_class(course: Path, submissions: list[Submission], workers: int | None = None,
+                env: dict[str, str] | None = None) -> dict[str, Path]:
     """Autograde every submission with real `nbgrader autograde`, `workers` shards at a time.
 
     `course` must already have every assignment generated (its gradebook knows them). Each shard is a
@@ -141,13 +150,17 @@ def grade_class(course: Path, submissions: list[Submission], workers: int | None
     placed: dict[str, Path] = {}
     for index, submission in enumerate(submissions):
         shard = shards[index % workers]
-        submit(shard, submission.student, submission.assignment, submission.notebook)
+        path = submit(shard, submission.student, submission.assignment, submission.notebook, submission.filename)
+        for name, content in submission.extra_files.items():
+            (path.parent / name).write_bytes(content)
         placed[submission.student] = shard
     threads = max(1, (os.cpu_count() or 1) // workers)
 
     def grade_shard(shard: Path) -> None:
         for assignment in sorted({s.assignment for s in submissions if placed[s.student] == shard}):
-            nbgrader(shard, "autograde", assignment, threads=threads)
+            # Not checked: nbgrader exits non-zero when any one submission fails, and the others
+            # in the shard still need grading. Tests read what was graded from the gradebook.
+            nbgrader(shard, "autograde", assignment, threads=threads, check=False, env=env)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         list(pool.map(grade_shard, shards))
