@@ -19,7 +19,12 @@ $(STAMP): requirements.txt pyproject.toml
 book: $(STAMP)
 	$(PY) -m tools.build_book
 
-test: $(STAMP)
+# Grading kernels run sandboxed by bubblewrap (autograder/sandboxed_kernel.py).
+BWRAP := /usr/bin/bwrap
+$(BWRAP):
+	$(if $(filter 0,$(shell id -u)),,sudo) apt-get update && $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y bubblewrap
+
+test: $(BWRAP) $(STAMP)
 	$(PY) -m pytest
 
 clean:

@@ -98,17 +98,28 @@ class RestoreFromRelease(NbGraderPreprocessor):
 class GuardedExecute(Execute):
     """nbgrader's Execute, which survives a dead kernel and flags deaths and timeouts."""
 
+    sandbox_kernel = Unicode("", help="Kernelspec that every submission runs in (the grading sandbox)").tag(config=True)
+
     def preprocess(self, nb, resources, km=None):
         self._died_in = None
         self._tampered: list[str] = []
         for flag in notebook_flags(nb):          # recorded while sanitizing, before this stage
             add_flag(resources, flag)
+        # The notebook's kernelspec decides the kernel (Execute.kernel_name does not survive nbconvert
+        # re-initializing the client), so point it at the sandbox while executing and put it back after.
+        kernelspec = nb.metadata.get("kernelspec")
+        if self.sandbox_kernel:
+            nb.metadata["kernelspec"] = {"name": self.sandbox_kernel, "display_name": self.sandbox_kernel,
+                                         "language": "python"}
         try:
             nb, resources = super().preprocess(nb, resources, km)
         except Exception:
             if not self._died_in:
                 raise
             # Shutting down a kernel that already died may fail; the notebook is complete regardless.
+        finally:
+            if kernelspec is not None:
+                nb.metadata["kernelspec"] = kernelspec
         for cell in nb.cells:
             if any(out.get("ename") == "CellTimeoutError" for out in cell.get("outputs", [])):
                 add_flag(resources, f"timeout in {grade_id(cell) or 'an ungraded cell'}")

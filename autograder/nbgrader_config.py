@@ -6,8 +6,11 @@ The instructor master of each assignment lives in ../solutions, the student rele
 and is git-ignored. The grading limits below are documented on the instructors' page.
 """
 
+import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
@@ -49,6 +52,29 @@ c.Exchange.root = str(HERE / "exchange")
 
 # A hanging cell must not stall a whole class; every solution cell runs in well under a second.
 c.Execute.timeout = CELL_TIMEOUT_SECONDS
+# Grading kernels run in a bubblewrap sandbox (see sandboxed_kernel.py): read-only file system with the
+# gradebook, the submissions and the masters hidden, no network. COURSE_GRADING_SANDBOX=0 turns it off
+# (for a machine without bwrap; then a kernel can read and write whatever the grader's user can).
+if os.environ.get("COURSE_GRADING_SANDBOX", "1") == "1":
+    if not shutil.which("bwrap"):
+        raise SystemExit("nbgrader_config.py: grading kernels need bubblewrap (apt-get install bubblewrap), "
+                         "or set COURSE_GRADING_SANDBOX=0 to grade without the sandbox")
+    spec = HERE / "kernels" / "course-sandbox"
+    spec.mkdir(parents=True, exist_ok=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, str(HERE / "sandboxed_kernel.py"), "{connection_file}"],
+        "display_name": "Python 3 (grading sandbox)", "language": "python",
+        # bwrap does not pass SIGINT on to the kernel, so a timed-out cell is interrupted by a message.
+        "interrupt_mode": "message",
+    }))
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("JUPYTER_PATH")]))
+    os.environ["COURSE_GRADING_HIDDEN"] = os.pathsep.join([str(HERE), str(COURSE_ROOT / "solutions")])
+    os.environ["COURSE_GRADING_READABLE"] = str(HERE / "kernel_startup.py")
+    c.GuardedExecute.sandbox_kernel = "course-sandbox"
+    # The sandbox has no network: nbgrader and the kernel talk over Unix sockets.
+    c.KernelManager.transport = "ipc"
+    c.KernelManager.ip = str(Path(tempfile.mkdtemp(prefix="course-grading-")) / "kernel")
+
 # Limits and seeds applied in the kernel before the student's first cell (see kernel_startup.py).
 c.Execute.extra_arguments = [
     "--HistoryManager.hist_file=:memory:",

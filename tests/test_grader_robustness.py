@@ -228,3 +228,51 @@ def test_feedback_shows_messages_but_not_hidden_tests(hostile):
     assert "divides by D-1" in html                              # the check's message reaches the student
     assert "check_example([2.0, 4.0, 6.0, 8.0]" not in html       # the hidden test's code does not
     assert "BEGIN HIDDEN TESTS" not in html
+
+
+SNOOPER = CORRECT + '''
+import glob, os
+here = os.getcwd()
+course = here.split("/autograder/")[0]
+found = glob.glob(course + "/autograder/gradebook/*") + glob.glob(course + "/solutions/*/*.ipynb")
+others = [p for p in glob.glob(course + "/autograder/submitted/*/*/*.ipynb")]
+for path in found + others:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+print("found", len(found) + len(others))
+try:
+    import socket
+    socket.create_connection(("127.0.0.1", 9), timeout=1)
+    print("network reachable")
+except OSError:
+    print("no network")
+'''
+
+
+@pytest.fixture(scope="module")
+def snooped(course, tmp_path_factory):
+    """A class in which one student tries to read and delete the gradebook, masters and others' work."""
+    class_course = tmp_path_factory.mktemp("snoop") / "course"
+    import shutil
+    shutil.copytree(course, class_course, ignore=shutil.ignore_patterns("submitted", "autograded", "feedback"))
+    honest = grading.submit(class_course, "honest", A, answer(CORRECT))
+    grading.submit(class_course, "snooper", A, answer(SNOOPER))
+    protected = [class_course / "autograder" / "gradebook" / "gradebook.db", honest,
+                 *sorted((class_course / "solutions").rglob("*.ipynb"))]
+    before = {path: path.read_bytes() for path in protected}
+    grading.nbgrader(class_course, "autograde", A, env=LIMITS, check=False)
+    return class_course, before
+
+
+def test_grading_kernels_cannot_see_or_touch_the_gradebook_masters_or_other_submissions(snooped):
+    class_course, before = snooped
+    for path, content in before.items():
+        if path.name != "gradebook.db":         # the grader itself writes the gradebook
+            assert path.read_bytes() == content, f"{path} changed during grading"
+    assert (class_course / "autograder" / "gradebook" / "gradebook.db").exists()
+    feedback = grading.autograded_notebook(class_course, A, "snooper")
+    printed = "".join(out.get("text", "") for cell in feedback.cells for out in cell.get("outputs", []))
+    assert "found 0" in printed and "no network" in printed
+    assert grading.cell_scores(class_course, A, "honest") == grading.cell_scores(class_course, A, "snooper")

@@ -49,8 +49,8 @@ def make_course(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     shutil.copytree(REPO / "solutions", root / "solutions")
     (root / "autograder").mkdir()
-    for name in ("nbgrader_config.py", "course_grading.py", "kernel_startup.py"):
-        shutil.copy(REPO / "autograder" / name, root / "autograder")
+    for script in (REPO / "autograder").glob("*.py"):        # the configuration and its plugins
+        shutil.copy(script, root / "autograder")
     return root
 
 
