@@ -1,12 +1,17 @@
 # The two commands a newcomer needs: `make book` and `make test`.
-# Both create the virtual environment first, so they work from a fresh clone.
+# Both create the virtual environment first, so they work from a fresh clone. They also install the
+# npm packages (MathJax, served by the site; axe-core, for the accessibility audit) and `make test`
+# installs Debian's Chromium for the browser tests, with apt-get (as root, or through sudo).
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+NPM_STAMP := node_modules/.installed
+CHROMIUM  := /usr/bin/chromium
+APT_GET   := $(if $(filter 0,$(shell id -u)),,sudo) apt-get
 
-.PHONY: book test clean
+.PHONY: book test notebooks clean
 
 # Reinstall whenever the pinned requirements or the package metadata change.
 $(STAMP): requirements.txt pyproject.toml
@@ -16,7 +21,17 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
-book: $(STAMP)
+# The npm packages, exactly as package-lock.json pins them (Node.js and npm from Debian if missing).
+$(NPM_STAMP): package.json package-lock.json
+	command -v npm >/dev/null || { $(APT_GET) update && $(APT_GET) install -y nodejs npm; }
+	npm ci --no-audit --no-fund
+	touch $@
+
+# The browser tests drive Debian's Chromium; Playwright never downloads a browser of its own.
+$(CHROMIUM):
+	$(APT_GET) update && $(APT_GET) install -y chromium
+
+book: $(STAMP) $(NPM_STAMP)
 	$(PY) -m tools.build_book
 
 # Grading kernels run sandboxed by bubblewrap (autograder/sandboxed_kernel.py).
@@ -24,8 +39,13 @@ BWRAP := /usr/bin/bwrap
 $(BWRAP):
 	$(if $(filter 0,$(shell id -u)),,sudo) apt-get update && $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y bubblewrap
 
-test: $(BWRAP) $(STAMP)
+test: $(BWRAP) $(STAMP) $(NPM_STAMP) $(CHROMIUM)
 	$(PY) -m pytest
+
+# The lessons as .ipynb files in _build/notebooks, which the deploy workflow publishes on the
+# `notebooks` branch for the Colab buttons (Colab cannot open MyST Markdown).
+notebooks: $(STAMP)
+	$(PY) -m tools.build_book --notebooks _build/notebooks
 
 clean:
 	rm -rf _build

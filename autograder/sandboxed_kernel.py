@@ -4,7 +4,7 @@
 
 The kernel sees the whole file system read-only, with the grading folders (the gradebook, every
 submission, the masters in solutions/) replaced by empty ones. It can write only to its own working
-folder (the student's autograded copy) and a private /tmp, and it has no network: it talks to nbgrader
+folder (the student's autograded copy) and a private scratch folder ($TMPDIR), and it has no network: it talks to nbgrader
 over Unix sockets (ZeroMQ's ipc transport) in a folder bound into the sandbox.
 """
 
@@ -17,7 +17,10 @@ connection = json.load(open(connection_file))
 hidden = [path for path in os.environ.get("COURSE_GRADING_HIDDEN", "").split(os.pathsep) if path]
 readable = [path for path in os.environ.get("COURSE_GRADING_READABLE", "").split(os.pathsep) if path]
 
-argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+# /tmp stays visible read-only (the Python environment itself may live there); scratch space is a
+# private tmpfs, announced through TMPDIR.
+argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm",
+        "--setenv", "TMPDIR", "/dev/shm", "--setenv", "MPLCONFIGDIR", "/dev/shm"]
 for path in hidden:                                   # the gradebook, submissions and masters
     argv += ["--tmpfs", path]
 # Only the connection file itself: its folder may be /tmp, which holds other things (a scratch course).

@@ -56,3 +56,17 @@ def graded(course):
                                            grading.submission_from_release(assignment, variant.cells))
                         for variant in grading.load_catalog(assignment)]
     return GradedClass(grading.grade_class(course, submissions))
+
+
+@pytest.fixture(scope="session")
+def site(executions, tmp_path_factory):
+    """The course site, built once per run (warnings as errors) from the lessons `executions` already
+    ran; the site tests and the browser tests (tests/browser/) all read this one build."""
+    from tools.build_book import build_from_executed
+    from tools.notebooks import REPO
+
+    failed = [str(path) for path, run in executions.items() if run.error]
+    if failed:
+        pytest.fail(f"cannot build the site: notebooks failed: {failed}")
+    lessons = {path: run for path, run in executions.items() if path.parent == REPO / "book"}
+    return build_from_executed(lessons, tmp_path_factory.mktemp("site"))

@@ -1,0 +1,261 @@
+"""Course-specific steps of the site build (a Sphinx extension, loaded through _config.yml).
+
+- **Assignment pages.** Before Sphinx reads the sources, every student release `exercises/NN-name/*.ipynb`
+  gets a page `book/assignments/NN-name.md`: the task as the release states it, what each graded test
+  checks and is worth, and a download link for the release notebook. The pages are generated (and
+  git-ignored) so a new or regenerated release is on the site at the next build. Only `exercises/` is
+  read: the masters in `solutions/` never reach the site.
+- **The assignment list.** The `{assignment-list}` directive renders a table of every assignment.
+- **Colab links.** Colab cannot open MyST Markdown, so a lesson's Colab button opens the `.ipynb`
+  version of the lesson on the branch `course_notebooks_branch`, which the deploy workflow publishes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.application import Sphinx
+from sphinx.util.docutils import SphinxDirective
+
+GENERATED = "<!-- Generated from the student release by book/_ext/course_site.py. Do not edit. -->"
+ASSIGNMENT_FOLDER = re.compile(r"^(\d+)-[a-z0-9-]+$")
+
+
+@dataclass
+class GradedTest:
+    name: str
+    points: float
+    checks: str
+    hidden: str
+
+
+@dataclass
+class Assignment:
+    folder: str                      # "01-layernorm"
+    number: int
+    title: str
+    statement: str                   # the release's instructions, after its title
+    notebooks: list[Path]            # the release notebooks, relative to the book root
+    tests: list[GradedTest] = field(default_factory=list)
+
+    @property
+    def points(self) -> float:
+        return sum(test.points for test in self.tests)
+
+
+def _source(cell) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def _comment_text(lines: list[str]) -> str:
+    return " ".join(line.lstrip("#").strip() for line in lines).strip()
+
+
+def _graded_test(cell) -> GradedTest:
+    meta = cell["metadata"]["nbgrader"]
+    comments = []
+    for line in _source(cell).splitlines():
+        if not line.startswith("#"):
+            break
+        comments.append(line)
+    hidden_at = next((i for i, line in enumerate(comments) if "hidden" in line.lower()), len(comments))
+    checks = re.sub(r"^\d+(\.\d+)? points?:\s*", "", _comment_text(comments[:hidden_at]))
+    hidden = re.sub(r"^hidden checks?:\s*", "", _comment_text(comments[hidden_at:]), flags=re.I)
+    return GradedTest(meta.get("grade_id", ""), float(meta.get("points") or 0), checks, hidden)
+
+
+def read_assignment(book_root: Path, folder: Path) -> Assignment:
+    """What the site shows about one release: read from exercises/, never from solutions/."""
+    notebooks = sorted(folder.glob("*.ipynb"))
+    number = int(ASSIGNMENT_FOLDER.match(folder.name).group(1))
+    title, statement, tests = f"Assignment {number}", "", []
+    for index, path in enumerate(notebooks):
+        cells = json.loads(path.read_text())["cells"]
+        if index == 0:
+            # The statement is the markdown before the first code cell (STYLE.md: instructions first).
+            intro = []
+            for cell in cells:
+                if cell["cell_type"] != "markdown":
+                    break
+                intro.append(_source(cell).strip())
+            text = "\n\n".join(intro)
+            heading = re.match(r"^#\s+(.+)\n?", text)
+            if heading:
+                title, text = heading.group(1).strip(), text[heading.end():].strip()
+            statement = text
+        tests += [_graded_test(cell) for cell in cells
+                  if cell["cell_type"] == "code" and cell["metadata"].get("nbgrader", {}).get("grade")]
+    return Assignment(folder.name, number, title, statement,
+                      [path.relative_to(book_root) for path in notebooks], tests)
+
+
+def find_assignments(book_root: Path) -> list[Assignment]:
+    exercises = book_root / "exercises"
+    folders = sorted(path for path in exercises.glob("*") if path.is_dir() and ASSIGNMENT_FOLDER.match(path.name)
+                     and any(path.glob("*.ipynb")))
+    return [read_assignment(book_root, folder) for folder in folders]
+
+
+def toc_documents(book_root: Path) -> set[str]:
+    """Every `file:` entry of _toc.yml, at any depth."""
+    found: set[str] = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("file", "root") and isinstance(value, str):
+                    found.add(value)
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    toc = book_root / "_toc.yml"
+    if toc.exists():
+        walk(yaml.safe_load(toc.read_text()))
+    return found
+
+
+def lesson_for(assignment: Assignment, book_root: Path) -> str | None:
+    """The lesson the assignment practises: same folder name, else the same number."""
+    lessons = sorted(doc for doc in toc_documents(book_root) if re.match(r"^book/\d+-", doc))
+    for doc in lessons:
+        if doc == f"book/{assignment.folder}":
+            return doc
+    for doc in lessons:
+        if int(re.match(r"^book/(\d+)-", doc).group(1)) == assignment.number:
+            return doc
+    return None
+
+
+def _cell(text: str) -> str:
+    """Plain comment text as one Markdown table cell: `code spans` kept, `*`, `_` and `<` literal."""
+    parts = re.split(r"(`[^`]*`)", text.replace("\n", " "))
+    escaped = [part if part.startswith("`") else re.sub(r"([*_<\[\]])", r"\\\1", part) for part in parts]
+    return "".join(escaped).replace("|", "\\|")
+
+
+def _points(value: float) -> str:
+    return f"{value:g}"
+
+
+def assignment_page(assignment: Assignment, book_root: Path) -> str:
+    downloads = ", ".join(f"{{download}}`{path.name} <../../{path.as_posix()}>`" for path in assignment.notebooks)
+    lesson = lesson_for(assignment, book_root)
+    lines = [
+        GENERATED,
+        "",
+        f"# {assignment.title}",
+        "",
+        "```{admonition} At a glance",
+        ":class: tip",
+        "",
+        f"**Download the notebook:** {downloads}. It holds the task, a stub for each function and the "
+        "visible tests.",
+        "",
+        f"**Points:** {_points(assignment.points)}, over {len(assignment.tests)} graded tests.",
+    ]
+    if lesson:
+        lines += ["", f"**Practises:** {{doc}}`/{lesson}`; read it first."]
+    lines += ["```", "", "## The task", "", assignment.statement, "",
+              "## What is graded", "",
+              "Each test cell is graded on its own, so one mistake costs only the points of the behaviour it "
+              "breaks. The visible part of a test runs in your notebook; the hidden part runs when your "
+              "instructor grades it, and the test's first comment says what it adds.", "",
+              "| Test | Points | Checks | The hidden part also checks |",
+              "| --- | --- | --- | --- |"]
+    for test in assignment.tests:
+        lines.append(f"| `{test.name}` | {_points(test.points)} | {_cell(test.checks)} | {_cell(test.hidden) or '—'} |")
+    lines += ["", "## How to work on it", "",
+              "1. Download the notebook above and open it in JupyterLab (`.venv/bin/jupyter lab` in a clone of "
+              "the course), or upload it to your course's JupyterHub.",
+              "2. Replace every `raise NotImplementedError()` with your code, and run the test cells below it "
+              "as you go.",
+              "3. Before you hand it in, restart the kernel and run all cells, so the notebook runs from top "
+              "to bottom on its own. Then submit it the way your instructor asks.", ""]
+    return "\n".join(lines)
+
+
+def write_assignment_pages(book_root: Path) -> list[Path]:
+    """(Re)write book/assignments/NN-name.md for every release; remove pages whose release is gone."""
+    pages_dir = book_root / "book" / "assignments"
+    pages_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for assignment in find_assignments(book_root):
+        page = pages_dir / f"{assignment.folder}.md"
+        text = assignment_page(assignment, book_root)
+        if not page.exists() or page.read_text() != text:      # unchanged pages keep Sphinx's cache
+            page.write_text(text)
+        written.append(page)
+    for page in pages_dir.glob("*.md"):
+        if page not in written and page.read_text().startswith(GENERATED):
+            page.unlink()
+    return written
+
+
+class AssignmentList(SphinxDirective):
+    """A table of every assignment: its page, the lesson it practises, its points and its download."""
+
+    def run(self):
+        book_root = Path(self.env.srcdir)
+        here = Path(self.env.docname).parent
+        rows = ["| Assignment | Practises | Points | Notebook |", "| --- | --- | --- | --- |"]
+        for assignment in find_assignments(book_root):
+            lesson = lesson_for(assignment, book_root)
+            downloads = ", ".join(
+                f"{{download}}`{path.name} <{_relative(book_root / path, book_root / here)}>`"
+                for path in assignment.notebooks)
+            rows.append(f"| {{doc}}`{_cell(assignment.title)} </book/assignments/{assignment.folder}>` | "
+                        f"{f'{{doc}}`/{lesson}`' if lesson else '—'} | {_points(assignment.points)} | {downloads} |")
+        container = nodes.container(classes=["assignment-list"])
+        self.state.nested_parse(StringList(rows), self.content_offset, container)
+        return [container]
+
+
+def _relative(target: Path, start: Path) -> str:
+    import os
+    return Path(os.path.relpath(target, start)).as_posix()
+
+
+def generate_pages(app: Sphinx) -> None:
+    write_assignment_pages(Path(app.srcdir))
+
+
+def fix_colab_links(app: Sphinx, pagename, templatename, context, doctree) -> None:
+    """Point a Markdown lesson's Colab button at its .ipynb twin on the notebooks branch."""
+    branch = app.config.course_notebooks_branch
+    if not branch:
+        return
+    for group in context.get("header_buttons", []):
+        for button in group.get("buttons", []) if isinstance(group, dict) else []:
+            if button.get("text") == "Colab" and button.get("url", "").endswith(".md"):
+                url = re.sub(r"/blob/[^/]+/", f"/blob/{branch}/", button["url"], count=1)
+                button["url"] = url[: -len(".md")] + ".ipynb"
+
+
+def dedupe_scripts(app: Sphinx, pagename, templatename, context, doctree) -> None:
+    """Drop repeated inline scripts: sphinx-thebe registers its `const` settings once per read, and a
+    second `const THEBE_JS_URL` is a console error on every page."""
+    seen, unique = set(), []
+    for script in context.get("script_files", []):
+        key = (getattr(script, "filename", script) or "", tuple(sorted(getattr(script, "attributes", {}).items())))
+        if key not in seen:
+            seen.add(key)
+            unique.append(script)
+    context["script_files"] = unique
+
+
+def setup(app: Sphinx):
+    app.add_config_value("course_notebooks_branch", "notebooks", "html")
+    app.connect("builder-inited", generate_pages)
+    app.connect("html-page-context", fix_colab_links, priority=600)
+    app.connect("html-page-context", dedupe_scripts, priority=600)
+    app.add_directive("assignment-list", AssignmentList)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

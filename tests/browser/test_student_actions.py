@@ -1,0 +1,124 @@
+"""What a student does on the site, done in Chromium: read the maths and the figure, reveal an answer,
+take the quiz, search, download a lesson and an assignment."""
+
+import json
+import re
+
+import nbformat
+import pytest
+
+from tests.browser.conftest import new_context, open_page
+from tests.sitecheck import REPO, normalize, release_folders, secret_lines
+
+LAYERNORM = "book/01-layernorm.html"
+
+
+@pytest.fixture(scope="module")
+def layernorm(browser, base_url):
+    """The LayerNorm lesson, loaded once for the tests below (each touches a different part of it)."""
+    context = new_context(browser, base_url)
+    yield open_page(context, base_url, LAYERNORM)
+    context.close()
+
+
+def test_equations_are_typeset_by_mathjax_served_from_the_site(layernorm, base_url):
+    page = layernorm
+    assert page.locator("mjx-container").count() > 10
+    assert page.locator("mjx-merror").count() == 0, "MathJax could not typeset some TeX"
+    display = page.locator("mjx-container[display='true']").first
+    assert display.bounding_box()["width"] > 100
+    scripts = page.evaluate("() => performance.getEntriesByType('resource').map(e => e.name)")
+    mathjax = [url for url in scripts if url.split("?")[0].endswith("tex-mml-chtml.js")]
+    assert mathjax and all(url.startswith(base_url) for url in mathjax), mathjax
+
+
+def test_figure_image_loads_with_nonzero_size(layernorm):
+    image = layernorm.locator("figure img").first
+    image.scroll_into_view_if_needed()
+    natural = image.evaluate("img => img.complete ? [img.naturalWidth, img.naturalHeight] : [0, 0]")
+    assert natural[0] > 0 and natural[1] > 0
+    box = image.bounding_box()
+    assert box["width"] > 100 and box["height"] > 50
+    assert len(image.get_attribute("alt")) > 20
+    assert re.match(r"Fig\. \d+", layernorm.locator("figure figcaption .caption-number").first.inner_text())
+
+
+def test_revealing_a_hidden_answer_shows_its_text(layernorm):
+    answer = layernorm.locator("#check-your-understanding .dropdown").first
+    body = answer.locator("> :not(.admonition-title)").first
+    assert body.is_hidden(), "the answer is visible before it is revealed"
+    answer.locator("button.toggle-button").click()
+    body.wait_for(state="visible")
+    assert len(body.inner_text().strip()) > 10
+
+
+def test_code_cells_have_copy_buttons(layernorm):
+    assert layernorm.locator("div.cell_input button.copybtn").count() >= 3
+
+
+def test_previous_and_next_links_follow_the_reading_order(layernorm):
+    assert layernorm.locator(".prev-next-area a.left-prev").get_attribute("href") == "index.html"
+    assert layernorm.locator(".prev-next-area a.right-next").get_attribute("href").startswith("02-")
+
+
+def test_self_check_quiz_answers_in_the_page(layernorm):
+    """The jupyterquiz quiz runs in the browser alone: choosing an answer shows its feedback."""
+    quiz = layernorm.locator(".Quiz").first
+    if quiz.count() == 0:
+        pytest.skip("the LayerNorm lesson has no quiz yet")
+    quiz.scroll_into_view_if_needed()
+    choice = quiz.locator(".MCButton").first
+    choice.click()
+    feedback = quiz.locator(".Feedback").first
+    feedback.wait_for(state="visible")
+    assert feedback.inner_text().strip()
+
+
+def test_search_for_layernorm_returns_the_lesson(context, base_url):
+    page = open_page(context, base_url, "search.html?q=LayerNorm")
+    results = page.locator("#search-results ul.search li a")
+    results.first.wait_for(timeout=15_000)
+    hrefs = results.evaluate_all("links => links.map(a => a.getAttribute('href'))")
+    assert any("book/01-layernorm.html" in href for href in hrefs), hrefs
+
+
+def download(page, selector):
+    """Click a link as a student would, and return the downloaded file's bytes. Links that open a new tab
+    (the theme's download menu) download from that tab, so listen on every page of the context."""
+    downloads = []
+    page.context.on("page", lambda popup: popup.on("download", lambda item: downloads.append(item)))
+    page.on("download", lambda item: downloads.append(item))
+    page.locator(selector).first.click()
+    for _ in range(100):
+        if downloads:
+            break
+        page.wait_for_timeout(100)
+    assert downloads, f"clicking {selector} downloaded nothing"
+    return open(downloads[0].path(), "rb").read(), downloads[0].suggested_filename
+
+
+def test_lesson_download_button_serves_a_valid_notebook(layernorm):
+    layernorm.locator(".dropdown-download-buttons button.dropdown-toggle").click()
+    data, name = download(layernorm, ".dropdown-download-buttons a.dropdown-item[href$='.ipynb']")
+    assert name.endswith(".ipynb")
+    notebook = nbformat.reads(data.decode(), as_version=4)
+    nbformat.validate(notebook)
+    assert any("layernorm" in cell.source for cell in notebook.cells if cell.cell_type == "code")
+
+
+@pytest.mark.parametrize("folder", release_folders(), ids=lambda folder: folder.name)
+def test_assignment_page_downloads_the_release_without_solutions(context, base_url, folder):
+    page = open_page(context, base_url, f"book/assignments/{folder.name}.html")
+    data, name = download(page, "a.download")
+    release = folder / name
+    assert release.exists() and data == release.read_bytes(), f"{name} is not the release in {folder}"
+    notebook = nbformat.reads(data.decode(), as_version=4)
+    nbformat.validate(notebook)
+    text = json.dumps(notebook)
+    assert not re.search(r"(BEGIN|END) (SOLUTION|HIDDEN TESTS)", text)
+    sources = normalize("\n".join(cell.source for cell in notebook.cells))
+    assert not [line for line in secret_lines() if line in sources]
+    answers = [cell for cell in notebook.cells if cell.metadata.get("nbgrader", {}).get("solution")
+               and cell.cell_type == "code"]
+    assert answers and all("NotImplementedError" in cell.source for cell in answers)
+    assert str(REPO / "solutions") not in text
