@@ -64,7 +64,8 @@ def _install_guard():
         import torch.nn.functional as F
 
         modules.update(torch=torch, F=F)     # the names the assignments' locked setup cells bind
-        watch("torch", torch, ["allclose", "equal", "isclose", "tensor", "randn", "manual_seed", "is_tensor",
+        # Not manual_seed: importing transformers legitimately wraps it.
+        watch("torch", torch, ["allclose", "equal", "isclose", "tensor", "randn", "is_tensor",
                                "Tensor", "Generator", "testing", "nn"])
         watch("torch.testing", torch.testing, ["assert_close"])
         watch("torch.Tensor", torch.Tensor, ["__eq__", "__ne__", "__lt__", "__gt__", "__bool__", "__float__",
