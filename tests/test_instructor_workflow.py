@@ -42,6 +42,7 @@ def test_release_fetch_submit_collect_grade_and_export(course, tmp_path):
 
     grades = course / "autograder" / "grades.csv"
     grading.nbgrader(course, "export", "--to", str(grades))
-    rows = [row for row in csv.DictReader(grades.open()) if row["student_id"] == student]
-    assert len(rows) == 1 and rows[0]["assignment"] == ASSIGNMENT
+    rows = [row for row in csv.DictReader(grades.open())
+            if row["student_id"] == student and row["assignment"] == ASSIGNMENT]
+    assert len(rows) == 1
     assert float(rows[0]["score"]) == float(rows[0]["max_score"]) > 0
