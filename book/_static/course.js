@@ -20,6 +20,11 @@
         icon.removeAttribute("aria-labelledby");
       });
     });
+    // Code and output blocks scroll sideways when their lines are long (always, on a phone): keyboard
+    // users must be able to focus them to scroll (WCAG 2.1.1, axe's scrollable-region-focusable).
+    document.querySelectorAll("div.highlight pre, div.cell_output pre").forEach(function (block) {
+      if (!block.hasAttribute("tabindex")) block.setAttribute("tabindex", "0");
+    });
     // jupyterquiz writes a numeric question's label next to its input without linking the two.
     document.querySelectorAll(".Quiz label.InpLabel").forEach(function (label) {
       var input = label.nextElementSibling;

@@ -132,6 +132,8 @@ def tour(browser, base_url) -> dict[str, Visit]:
     for path in expected_pages():
         visit = Visit()
         page = open_page(context, base_url, path, visit)
+        # Audit at the width the page loaded at, before the phone-width screenshot reflows it.
+        visit.axe_violations = audit(page)
         if path in lesson_pages():
             for name, size in (("desktop", DESKTOP), ("phone", PHONE)):
                 page.set_viewport_size(size)
@@ -139,7 +141,6 @@ def tour(browser, base_url) -> dict[str, Visit]:
                 page.screenshot(path=screenshot_name(path, name), full_page=True, type="jpeg", quality=80)
                 visit.screenshots.append(screenshot_name(path, name))
             page.set_viewport_size(DESKTOP)
-        visit.axe_violations = audit(page)
         visit.outside_requests = list(context.outside_requests)
         context.outside_requests.clear()
         page.close()
