@@ -168,7 +168,7 @@ def test_plot_colours_are_distinguishable_with_any_colour_vision(lesson):
 
 # Lessons whose quiz (book/quizzes/NN-name.json, shown by a `remove-input` cell calling jupyterquiz's
 # display_quiz, as in lessons 1 to 5 and 8) is still to be written. Remove a lesson once it has one.
-QUIZ_PENDING = {"book/06-training.html", "book/07-ablations.html"}
+QUIZ_PENDING: set[str] = set()
 
 
 @pytest.mark.parametrize("page", [

@@ -1,0 +1,98 @@
+"""Lesson 6's figures: autograd matches the hand calculation, and the tiny GPT trains down to the exact
+floor of its training text at every context length, on one thread and on two."""
+
+import math
+
+import pytest
+
+from tests.glue import glued, glued_text, glued_value
+from tests.threads import passive_openmp
+from tools.notebooks import REPO, execute
+
+LESSON = REPO / "book" / "06-training.md"
+
+
+@pytest.fixture(scope="module")
+def values(executions):
+    execution = executions[LESSON]
+    assert execution.error is None, execution.error
+    return {name: glued_value(text) for name, text in glued_text(execution.output).items()
+            if not name.startswith("fig_")}
+
+
+def test_autograd_matches_the_hand_calculation_exactly(values):
+    assert values["autograd_loss"] == 0.5
+    assert values["autograd_grad_w1"] == -0.5
+    assert values["autograd_grad_w2"] == -2.0
+    assert values["autograd_matches_hand"] is True
+
+
+def test_toy_text_gives_112_windows_of_16_over_27_symbols(values):
+    assert values["text_length"] == 128
+    assert values["vocab_size"] == 27
+    assert values["space_id"] == 0
+    assert values["windows"] == 112
+    assert values["examples"] == 1792
+
+
+def test_untied_model_has_the_formula_count_plus_one_head(values):
+    assert values["n_params"] == 27_712
+    assert values["n_params_tied"] == 26_848
+    assert values["head_params"] == 864
+    assert values["count_matches_formula"] is True
+
+
+def test_loss_starts_at_ln_27(values):
+    assert values["ln27"] == f"{math.log(27):.3f}"
+    assert abs(float(values["start_loss"]) - math.log(27)) < 0.05
+
+
+def key_figures_hold(values):
+    """The lesson's claims, as tolerances: these must hold on any thread count."""
+    assert float(values["final_loss"]) < 0.2
+    gaps = values["per_position_gaps"]
+    assert len(gaps) == 16
+    assert max(abs(gap) for gap in gaps) < 0.01, gaps           # on the floor at every position
+    assert values["generated_in_text"] is True
+    assert values["both_branches_in_text"] is True
+    assert 0.3 < values["p_t_value"] < 0.7 and 0.3 < values["p_w_value"] < 0.7   # a near tie
+    assert values["p_t_value"] + values["p_w_value"] > 0.9
+
+
+def test_trained_model_sits_on_the_floor_at_every_position(values):
+    key_figures_hold(values)
+
+
+def test_floor_is_counted_exactly_from_the_text(values):
+    assert values["floor_k1"] == "0.869"
+    assert values["zero_floor_from"] == 14
+
+
+def test_greedy_continuation_starts_from_the_prompt(values):
+    assert values["generated"].startswith("the c")
+    assert len(values["generated"]) == 45
+
+
+def test_previous_character_baseline_and_strongest_head(values):
+    assert values["uniform_previous_value"] == pytest.approx(sum(1 / k for k in range(2, 17)) / 15)
+    assert values["uniform_previous"] == "0.16"
+    assert float(values["best_previous"]) > values["uniform_previous_value"]
+    assert 0 <= values["heads_above_uniform"] <= 8
+
+
+def test_lesson_has_its_figures(executions):
+    figures = glued(executions[LESSON].output)
+    for name in ("fig_loss_curve", "fig_floor", "fig_heatmaps"):
+        assert "image/png" in figures[name], name
+
+
+def test_key_figures_hold_on_two_threads(tmp_path):
+    """The session runs every notebook with one thread per kernel (tools.notebooks.execute_all); rerun
+    this one with two and check the same tolerances. Matrix sums split differently across threads, so
+    the digits may change; the conclusions must not."""
+    with passive_openmp():
+        run = execute(LESSON, tmp_path / "06-two-threads.ipynb", threads=2)
+    assert run.error is None, run.error
+    values = {name: glued_value(text) for name, text in glued_text(run.output).items() if not name.startswith("fig_")}
+    assert values["threads"] == 2
+    key_figures_hold(values)

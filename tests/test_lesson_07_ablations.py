@@ -1,0 +1,86 @@
+"""Lesson 7's figures: without residual additions an eight-block model stays on the no-context floor,
+without LayerNorms it trains like the full block, on one thread and on two."""
+
+import jupytext
+import nbformat
+import pytest
+
+from tests.glue import glued, glued_text, glued_value
+from tests.threads import passive_openmp
+from tools.notebooks import REPO, execute
+
+LESSON = REPO / "book" / "07-ablations.md"
+ABLATION_CELL = "histories = {name: train(model)"     # the last cell the two-thread check needs
+
+
+def parsed(path):
+    return {name: glued_value(text) for name, text in glued_text(path).items() if not name.startswith("fig_")}
+
+
+@pytest.fixture(scope="module")
+def values(executions):
+    execution = executions[LESSON]
+    assert execution.error is None, execution.error
+    return parsed(execution.output)
+
+
+def test_hand_written_switches_agree_with_the_module(values):
+    assert values["switches_agree"] is True
+
+
+def test_no_context_floor_is_2_318(values):
+    assert values["floor0"] == "2.318"
+
+
+def test_variants_start_from_the_same_weights(values):
+    assert values["same_start"] is True
+    assert values["block_params"] == 12_704
+    assert values["gpt2_block_params"] == 7_087_872
+
+
+def key_figures_hold(values):
+    """The ablation's claims, as tolerances: these must hold on any thread count."""
+    floor = values["floor0_value"]
+    assert values["spread_full_value"] > 0.7
+    assert values["spread_nonorm_value"] > 0.7
+    assert values["spread_nores_value"] < 0.1
+    assert values["loss_full_value"] < 0.2
+    assert values["loss_nonorm_value"] < 0.2
+    assert abs(values["loss_nores_value"] - floor) < 0.01
+
+
+def test_no_residual_stays_on_the_floor_and_the_others_learn(values):
+    key_figures_hold(values)
+
+
+def test_gradients_do_not_vanish_without_residuals(values):
+    assert values["grad_nores_min_value"] > values["grad_full_max_value"]
+
+
+def test_no_residual_learns_at_two_blocks_and_stalls_from_four(values):
+    losses = values["depth_losses"]
+    assert losses[2] < 0.2
+    assert abs(losses[4] - values["floor0_value"]) < 0.01
+    assert values["deepest_that_learns"] == 2
+    assert values["shallowest_stuck"] == 4
+
+
+def test_lesson_has_its_figures(executions):
+    figures = glued(executions[LESSON].output)
+    for name in ("fig_init", "fig_ablation_curves", "fig_depth"):
+        assert "image/png" in figures[name], name
+
+
+def test_key_figures_hold_on_two_threads(tmp_path):
+    """The session runs every notebook with one thread per kernel (tools.notebooks.execute_all). Rerun
+    the lesson with two, up to the three-model ablation (the depth sweep after it is left out to save
+    time), and check the same tolerances."""
+    notebook = jupytext.read(LESSON)
+    last = next(i for i, cell in enumerate(notebook.cells) if ABLATION_CELL in cell.source)
+    notebook.cells = notebook.cells[:last + 1]
+    prefix = tmp_path / "07-prefix.ipynb"
+    nbformat.write(notebook, prefix)
+    with passive_openmp():
+        run = execute(prefix, tmp_path / "07-two-threads.ipynb", threads=2)
+    assert run.error is None, run.error
+    key_figures_hold(parsed(run.output))
