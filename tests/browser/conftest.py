@@ -132,13 +132,6 @@ def tour(browser, base_url) -> dict[str, Visit]:
     for path in expected_pages():
         visit = Visit()
         page = open_page(context, base_url, path, visit)
-        if visit.console_errors:
-            # jupyterquiz's inlined script intermittently throws "Cannot read properties of undefined"
-            # while a loaded machine is still rendering the page; an error that is real comes back on
-            # a second visit, a race does not.
-            page.close()
-            visit = Visit()
-            page = open_page(context, base_url, path, visit)
         # Audit at the width the page loaded at, before the phone-width screenshot reflows it.
         visit.axe_violations = audit(page)
         if path in lesson_pages():
