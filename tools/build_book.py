@@ -2,9 +2,10 @@
 
 Two ways to get executed notebooks onto the site:
 
-- `python -m tools.build_book` (what `make book` runs) lets Jupyter Book execute the lessons through its
-  cache. The cache keys on a notebook's own code only, so a change to the reference module would leave
-  stale outputs: we fingerprint the `gptcourse` package and clear the cache when it changes.
+- `python -m tools.build_book` (what `make book` runs) executes the lessons through our own cache
+  (tools/cache.py: keyed on each lesson's code, the `gptcourse` modules it imports and the data files
+  it reads; never on its prose), then builds the site from them like the test suite does. A
+  prose-only edit starts no kernel; a changed module re-runs only the lessons that import it.
 - `build_from_executed(...)` (what the test suite uses) takes notebooks that were already executed
   once by papermill and builds the site from them without running anything again.
 
@@ -17,9 +18,11 @@ link to them), never `solutions/`.
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -27,7 +30,6 @@ import yaml
 from tools.notebooks import REPO, Execution, executed_name
 
 BUILD = REPO / "_build"
-MODULES = REPO / "gptcourse"
 MATHJAX = REPO / "node_modules" / "mathjax"
 
 
@@ -45,25 +47,60 @@ def jupyter_book(source: Path, output: Path) -> None:
     subprocess.run(command, check=True)
 
 
-def modules_fingerprint() -> str:
+def site_inputs_fingerprint(executions: dict[Path, Execution]) -> str | None:
+    """A digest of the working tree as git sees it (every file the site could be built from, and the
+    build tools themselves) and of the executed lessons: equal digests build equal sites, so a second
+    build with nothing changed can be skipped. None (never skip) without git."""
+    try:
+        listing = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                                 cwd=REPO, capture_output=True, check=True).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        return None
     digest = hashlib.sha256()
-    for path in sorted(MODULES.rglob("*.py")):
-        digest.update(path.relative_to(REPO).as_posix().encode())
-        digest.update(path.read_bytes())
+    for name in sorted(filter(None, listing.split("\0"))):
+        path = REPO / name
+        if path.is_file():
+            digest.update(f"{name}\0".encode() + path.read_bytes())
+    for source, execution in sorted(executions.items()):
+        digest.update(f"{source.relative_to(REPO)}\0".encode() + execution.output.read_bytes())
     return digest.hexdigest()
 
 
-def build_in_place() -> Path:
-    """Execute (through the cache) and build the site into _build/html."""
+def build_in_place(workers: int | None = None, force: bool = False) -> Path:
+    """Execute the lessons through the execution cache and build the site into _build/html.
+
+    Jupyter Book never executes anything here: the lessons that missed the cache run in parallel
+    (tools.notebooks.execute_all), the rest get their cached outputs, and `build_from_executed` builds
+    the site in `_build/site` (all of it, warnings as errors), which then replaces `_build/html`. When
+    nothing the site is built from changed since the last successful build, Sphinx is skipped.
+    What ran and what came from the cache is written to `_build/build-report.json`.
+    """
+    from tools.cache import execute_lessons
+    from tools.notebooks import lesson_notebooks
+
     require_npm_packages()
-    stamp = BUILD / ".modules-fingerprint"
-    fingerprint = modules_fingerprint()
-    if not stamp.exists() or stamp.read_text() != fingerprint:
-        shutil.rmtree(BUILD / ".jupyter_cache", ignore_errors=True)
-    shutil.rmtree(BUILD / "html", ignore_errors=True)     # no stale page of a removed lesson survives
-    jupyter_book(REPO, REPO)
-    stamp.write_text(fingerprint)
-    return BUILD / "html"
+    started = time.perf_counter()
+    executions, report = execute_lessons(lesson_notebooks(), BUILD / "executed", workers)
+    sphinx_started = time.perf_counter()
+    html = BUILD / "html"
+    stamp = BUILD / ".site-fingerprint"
+    fingerprint = site_inputs_fingerprint(executions)
+    if not force and fingerprint and html.is_dir() and stamp.exists() and stamp.read_text() == fingerprint:
+        report["sphinx"] = "skipped: nothing changed since the last build"
+    else:
+        stamp.unlink(missing_ok=True)
+        built = build_from_executed(executions, BUILD / "site")
+        shutil.rmtree(html, ignore_errors=True)     # no stale page of a removed lesson survives
+        built.rename(html)
+        if fingerprint:
+            stamp.write_text(fingerprint)
+        report["sphinx"] = "built"
+    report["seconds_sphinx"] = round(time.perf_counter() - sphinx_started, 3)
+    report["seconds_total"] = round(time.perf_counter() - started, 3)
+    (BUILD / "build-report.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"Lessons executed: {len(report['executed'])}, from the cache: {len(report['from_cache'])}; "
+          f"site {report['sphinx']}")
+    return html
 
 
 def build_from_executed(executions: dict[Path, Execution], stage: Path) -> Path:
@@ -118,9 +155,10 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--notebooks", type=Path, help="export the lessons as .ipynb into this folder instead")
+    parser.add_argument("--force", action="store_true", help="run Sphinx even if nothing changed")
     arguments = parser.parse_args()
     if arguments.notebooks:
         print(f"Lessons exported: {export_notebooks(arguments.notebooks.resolve())}")
     else:
-        html = build_in_place()
+        html = build_in_place(force=arguments.force)
         print(f"Site built: {html / 'index.html'}")

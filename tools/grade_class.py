@@ -1,0 +1,317 @@
+"""Autograde a whole class with nbgrader, across several worker processes.
+
+    python -m tools.grade_class 01-layernorm                 # every submission of one assignment
+    python -m tools.grade_class 01-layernorm 02-mlp --workers 4
+    python -m tools.grade_class all --force                  # every assignment, regrading everyone
+    python -m tools.grade_class all --shard 0/3              # machine 0 of 3: a third of the class
+
+Runs from any folder; grades the course this file belongs to (`--course ROOT` for another copy):
+submissions in `autograder/submitted/<student>/<assignment>/`, results into the course's gradebook,
+`autograder/autograded/` and (with `generate_feedback` afterwards) `autograder/feedback/`, exactly
+where `nbgrader autograde` puts them.
+
+Each worker is a process that loads `autograder/nbgrader_config.py` once, as `nbgrader autograde`
+does, and then runs nbgrader's own `Autograde` converter for one (assignment, student) at a time:
+the same sanitizing, sandboxed execution, grading and gradebook writes as the command line, without
+paying the command's start-up for every student. All workers share the one gradebook; SQLite's lock
+timeout covers their short writes (tests/test_grade_class.py and the benchmark `bench/grading.py`
+check the grades against sequential `nbgrader autograde`). Each grading kernel gets `cores / workers`
+threads.
+
+Nothing is lost if a run is interrupted: a submission counts as graded once its autograded notebook
+holds executed cells (nbgrader writes the sanitized, unexecuted copy first and the executed one only
+after the grades are saved), so a rerun skips every student finished before the interruption and
+grades the rest. A newer submission (its timestamp.txt) is regraded, as nbgrader does; `--force`
+regrades everyone. Worker logs go to `autograder/gradebook/grade_class.log`.
+
+With `--shard I/K` each of K machines grades its own part of the class in its own copy of the
+course; `python -m tools.merge_gradebooks` then merges their gradebooks into one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# The layout nbgrader_config.py sets, relative to the course root.
+SOURCE = "solutions"
+SUBMITTED = "autograder/submitted"
+AUTOGRADED = "autograder/autograded"
+LOG = "autograder/gradebook/grade_class.log"
+
+
+@dataclass
+class Unit:
+    assignment: str
+    student: str
+
+
+@dataclass
+class Result:
+    assignment: str
+    student: str
+    success: bool
+    seconds: float
+    worker: int
+    error: str = ""
+
+
+# --- what needs grading --------------------------------------------------------------------------
+
+def course_assignments(course: Path) -> list[str]:
+    return sorted(path.name for path in (course / SOURCE).iterdir() if path.is_dir())
+
+
+def submitted_students(course: Path, assignment: str) -> list[str]:
+    return sorted(path.parent.name for path in (course / SUBMITTED).glob(f"*/{assignment}") if path.is_dir())
+
+
+def read_timestamp(folder: Path) -> str | None:
+    path = folder / "timestamp.txt"
+    return path.read_text().strip() if path.exists() else None
+
+
+def executed(notebook: Path) -> bool:
+    """An autograded notebook nbgrader finished: some code cell ran (or was marked as not run)."""
+    try:
+        cells = json.loads(notebook.read_text())["cells"]
+    except (OSError, ValueError, KeyError):
+        return False
+    return any(cell.get("cell_type") == "code" and (cell.get("execution_count") is not None or cell.get("outputs"))
+               for cell in cells)
+
+
+def is_graded(course: Path, assignment: str, student: str) -> bool:
+    submitted = course / SUBMITTED / student / assignment
+    graded = course / AUTOGRADED / student / assignment
+    if not graded.is_dir():
+        return False
+    masters = {path.name for path in (course / SOURCE / assignment).glob("*.ipynb")}
+    for name in masters:
+        if (submitted / name).exists() and not executed(graded / name):
+            return False              # interrupted between the sanitized copy and the graded one
+    new, old = read_timestamp(submitted), read_timestamp(graded)
+    if new is not None and old is not None:
+        from nbgrader.utils import parse_utc
+
+        if parse_utc(new) > parse_utc(old):
+            return False              # resubmitted since it was graded
+    return True
+
+
+def in_shard(student: str, shard: tuple[int, int] | None) -> bool:
+    """Shard I of K holds the students whose id hashes to I modulo K: every machine agrees on the split
+    without a shared roster, and a student added later lands in the same shard on every machine."""
+    if shard is None:
+        return True
+    index, count = shard
+    return int(hashlib.sha256(student.encode()).hexdigest(), 16) % count == index
+
+
+def plan(course: Path, assignments: list[str], force: bool, students: list[str] | None = None,
+         shard: tuple[int, int] | None = None) -> tuple[list[Unit], int]:
+    """The (assignment, student) pairs to grade, and how many were skipped as already graded."""
+    units, skipped = [], 0
+    for assignment in assignments:
+        for student in submitted_students(course, assignment):
+            if (students and student not in students) or not in_shard(student, shard):
+                continue
+            if not force and is_graded(course, assignment, student):
+                skipped += 1
+            else:
+                units.append(Unit(assignment, student))
+    return units, skipped
+
+
+# --- the workers -----------------------------------------------------------------------------------
+
+_app = None
+_worker = 0
+
+
+def start_worker(course: str, threads: int, log: str, counter) -> None:
+    """Runs once in each worker: quiet Ctrl-C (the parent decides), logs to a file, load the config."""
+    global _app, _worker
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with counter.get_lock():
+        counter.value += 1
+        _worker = counter.value
+    handle = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(handle, 1)                # kernels' and nbgrader's output would break the progress bar
+    os.dup2(handle, 2)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    os.environ["OMP_NUM_THREADS"] = str(threads)              # inherited by the grading kernels
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"   # alembic
+    os.chdir(Path(course) / "autograder")                     # where nbgrader reads its config
+
+    from nbgrader.apps.autogradeapp import AutogradeApp
+
+    _app = AutogradeApp()
+    _app.initialize([])               # nbgrader_config.py, loaded exactly as `nbgrader autograde` does
+    # Once the last cell has run, every output is in the notebook: stop the kernel at once instead of
+    # waiting seconds for a torch process to tear itself down (nbclient's default, "graceful").
+    _app.config.Execute.shutdown_kernel = "immediate"
+    _app.log.info("grade_class worker %d started (pid %d)", _worker, os.getpid())
+
+
+def grade(unit: Unit, force: bool = True) -> Result:
+    """`nbgrader autograde ASSIGNMENT --student STUDENT --force`, in this worker's process."""
+    import traceback
+
+    from nbgrader.converters import Autograde
+    from nbgrader.utils import temp_attrs
+
+    started = time.perf_counter()
+    error = ""
+    try:
+        with temp_attrs(_app.coursedir, assignment_id=unit.assignment, student_id=unit.student):
+            converter = Autograde(coursedir=_app.coursedir, parent=_app)
+            converter.force = force
+            converter.start()
+    except BaseException as exc:      # nbgrader has already removed the failed output and logged why
+        error = f"{type(exc).__name__}: {exc}"
+        _app.log.error("grade_class: %s/%s failed:\n%s", unit.assignment, unit.student, traceback.format_exc())
+    return Result(unit.assignment, unit.student, not error, round(time.perf_counter() - started, 3), _worker, error)
+
+
+def _grade_forced(unit: Unit) -> Result:
+    return grade(unit, force=True)
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+def prepare_gradebook(course: Path, students: list[str]) -> None:
+    """Create, before the workers start, the rows that nbgrader creates on first use: every student,
+    and the course nbgrader's preprocessors open the gradebook as ("default_course"). nbgrader checks
+    for a row and then inserts it, so two workers grading the same new student (two assignments of a
+    full submission) would both insert it, and one would fail. `nbgrader autograde` creates the very
+    same rows (an id and nothing else), so the gradebook ends up the same."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(gradebook_url(course)):
+        pass
+    with Gradebook(gradebook_url(course), course_id(course)) as gradebook:
+        for student in students:
+            gradebook.update_or_create_student(student)
+
+
+def grade_class(course: Path, assignments: list[str], workers: int | None = None, force: bool = False,
+                students: list[str] | None = None, progress: bool = True,
+                shard: tuple[int, int] | None = None) -> dict:
+    """Grade every submission of `assignments` that is not graded yet; returns a summary."""
+    from tqdm import tqdm
+
+    course = course.resolve()
+    started = time.perf_counter()
+    units, skipped = plan(course, assignments, force, students, shard)
+    cores = os.cpu_count() or 1
+    workers = max(1, min(workers or cores, len(units) or 1))
+    threads = max(1, cores // workers)
+    results: list[Result] = []
+    log = course / LOG
+    log.parent.mkdir(parents=True, exist_ok=True)
+    if units:
+        prepare_gradebook(course, sorted({unit.student for unit in units}))
+        context = multiprocessing.get_context("spawn")
+        counter = context.Value("i", 0)
+        pool = context.Pool(workers, initializer=start_worker, initargs=(str(course), threads, str(log), counter))
+        bar = tqdm(total=len(units), unit="notebook", desc="autograding", disable=not progress,
+                   dynamic_ncols=True, file=sys.stderr)
+        try:
+            # Every unit here needs grading: force removes a half-written output of an interrupted run.
+            for result in pool.imap_unordered(_grade_forced, units):
+                results.append(result)
+                bar.update()
+                failed = sum(not r.success for r in results)
+                if failed:
+                    bar.set_postfix(failed=failed)
+            pool.close()
+        except KeyboardInterrupt:
+            bar.close()
+            pool.terminate()          # kernels die with their worker (bwrap --die-with-parent)
+            pool.join()
+            print(f"\nInterrupted: {len(results)} graded in this run are kept; rerun to grade the "
+                  f"{len(units) - len(results)} left.", file=sys.stderr)
+            raise SystemExit(130)
+        bar.close()
+        pool.join()
+    return {
+        "course": str(course), "assignments": assignments, "workers": workers, "threads_per_kernel": threads,
+        "graded": len(results), "skipped": skipped,
+        "failed": [asdict(r) for r in results if not r.success],
+        "seconds": round(time.perf_counter() - started, 3),
+        "results": [asdict(r) for r in results],
+    }
+
+
+# --- the gradebook ---------------------------------------------------------------------------------
+
+def gradebook_url(course: Path) -> str:
+    return f"sqlite:///{course / 'autograder' / 'gradebook' / 'gradebook.db'}"
+
+
+def course_id(course: Path) -> str:
+    import sqlite3
+
+    with sqlite3.connect(course / "autograder" / "gradebook" / "gradebook.db") as db:
+        ids = {row[0] for row in db.execute("SELECT id FROM course")}
+    # nbgrader's own preprocessors open the gradebook without a course id, which adds "default_course".
+    named = ids - {"default_course"}
+    if len(named) > 1:
+        raise SystemExit(f"{course}: the gradebook holds several courses: {sorted(named)}")
+    return named.pop() if named else "default_course"
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError("a shard is I/K, for example 0/4") from None
+    if not 0 <= index < count:
+        raise argparse.ArgumentTypeError("a shard I/K needs 0 <= I < K")
+    return index, count
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.grade_class", description=__doc__.split("\n")[0])
+    parser.add_argument("assignments", nargs="+", metavar="ASSIGNMENT", help="assignment name(s), or `all`")
+    parser.add_argument("--workers", "-j", type=int, default=None, help="worker processes (default: one per core)")
+    parser.add_argument("--force", action="store_true", help="regrade students that are already graded")
+    parser.add_argument("--student", action="append", help="grade only this student (repeatable)")
+    parser.add_argument("--course", type=Path, default=REPO, help="course root (default: this repository)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--json", type=Path, help="also write the summary (timings per submission) here")
+    parser.add_argument("--shard", type=parse_shard, metavar="I/K",
+                        help="grade only shard I of K (students split by a hash of their id), e.g. on machine I")
+    args = parser.parse_args(argv)
+
+    course = args.course.resolve()
+    known = course_assignments(course)
+    assignments = known if args.assignments == ["all"] else args.assignments
+    unknown = sorted(set(assignments) - set(known))
+    if unknown:
+        parser.error(f"no such assignment in {course / SOURCE}: {', '.join(unknown)}")
+    summary = grade_class(course, assignments, args.workers, args.force, args.student, not args.no_progress,
+                          args.shard)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"graded {summary['graded']}, skipped {summary['skipped']} already graded, "
+          f"{len(summary['failed'])} failed, in {summary['seconds']:.1f} s with {summary['workers']} workers")
+    for failure in summary["failed"]:
+        print(f"  FAILED {failure['assignment']}/{failure['student']}: {failure['error']} (see {course / LOG})")
+    return 1 if summary["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
