@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,8 +143,9 @@ def grade_class(course: Path, submissions: list[Submission], workers: int | None
     workers = max(1, min(workers or os.cpu_count() or 1, len(submissions)))
     shards = []
     for index in range(workers):
-        shard = course.parent / f"{course.name}-shard{index}"
-        shutil.rmtree(shard, ignore_errors=True)
+        # A new folder per call: two classes graded from the same course (the test suite grades
+        # several) must never share, or overwrite, a shard.
+        shard = Path(tempfile.mkdtemp(prefix=f"{course.name}-shard{index}-", dir=course.parent)) / "course"
         # The masters, the configuration and the gradebook; none of the course's own submissions.
         shutil.copytree(course, shard, ignore=shutil.ignore_patterns("submitted", "autograded", "feedback", "exchange"))
         shards.append(shard)
