@@ -8,14 +8,24 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tools import grading
-from tools.notebooks import all_notebooks, execute_all
+from tools import cache, grading
+from tools.notebooks import all_notebooks, execute_all, lesson_notebooks
 
 
 @pytest.fixture(scope="session")
 def executions(tmp_path_factory):
-    """Every lesson and solution notebook, executed once by papermill (both cores in use)."""
-    return execute_all(all_notebooks(), tmp_path_factory.mktemp("executed"))
+    """Every lesson and solution notebook, executed once by papermill (both cores in use).
+
+    The lessons that ran cleanly also go into `make book`'s execution cache (tools/cache.py), under
+    the keys their sources had before they ran, so a `make book` after `make test` runs nothing again.
+    """
+    notebooks = all_notebooks()
+    keys = {path: cache.notebook_key(path) for path in lesson_notebooks()}
+    runs = execute_all(notebooks, tmp_path_factory.mktemp("executed"))
+    for path, key in keys.items():
+        if runs[path].error is None:
+            cache.store(key, runs[path].output)
+    return runs
 
 
 @pytest.fixture(scope="session")
