@@ -79,11 +79,7 @@ def answer_pool(assignment: str) -> list[tuple[str, nbformat.NotebookNode]]:
     release = course / "exercises" / assignment / name
 
     def filled(cells: dict[str, str]) -> nbformat.NotebookNode:
-        notebook = nbformat.read(release, as_version=4)
-        by_id = {cell.metadata.get("nbgrader", {}).get("grade_id"): cell for cell in notebook.cells}
-        for grade_id, source in cells.items():
-            by_id[grade_id].source = source.rstrip("\n")
-        return notebook
+        return grading.submission_from_release(assignment, cells, release)
 
     correct = [("solution", nbformat.read(course / "solutions" / assignment / name, as_version=4))]
     buggy = [("release", filled({}))]

@@ -54,17 +54,8 @@ class GradedClass:
 def graded(course):
     """A class autograded once with real nbgrader: per assignment the master, the untouched release and
     every catalog variant, each submitted as its own student."""
-    submissions = []
-    for assignment in grading.assignments():
-        submissions += [
-            grading.Submission(f"{assignment}--solution", assignment,
-                               nbformat.read(grading.master_notebook(assignment), as_version=4)),
-            grading.Submission(f"{assignment}--release", assignment,
-                               nbformat.read(grading.release_notebook(assignment), as_version=4)),
-        ]
-        submissions += [grading.Submission(variant.student, assignment,
-                                           grading.submission_from_release(assignment, variant.cells))
-                        for variant in grading.load_catalog(assignment)]
+    submissions = [submission for assignment in grading.assignments()
+                   for submission in grading.known_submissions(assignment)]
     return GradedClass(grading.grade_class(course, submissions))
 
 

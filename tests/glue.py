@@ -29,3 +29,10 @@ def glued_text(path) -> dict[str, str]:
 def glued_value(text: str):
     """A glued repr turned back into a Python value: "'1.0'" -> '1.0', 'True' -> True."""
     return ast.literal_eval(text)
+
+
+def glued_values(path) -> dict:
+    """name -> Python value for every glued value that is plain data: figures (PNG) and rendered
+    Markdown are left out, since their text form is not a Python literal."""
+    return {name: glued_value(data.get("text/plain", "")) for name, data in glued(path).items()
+            if "image/png" not in data and "text/markdown" not in data}

@@ -29,16 +29,6 @@ def students() -> list[str]:
     return [f"{ASSIGNMENT}--solution", f"{ASSIGNMENT}--release", buggy.student, correct.student]
 
 
-def submission(student: str) -> nbformat.NotebookNode:
-    kind = student.split("--", 1)[1]
-    if kind == "solution":
-        return nbformat.read(grading.master_notebook(ASSIGNMENT), as_version=4)
-    if kind == "release":
-        return nbformat.read(grading.release_notebook(ASSIGNMENT), as_version=4)
-    (variant,) = [variant for variant in grading.load_catalog(ASSIGNMENT) if variant.student == student]
-    return grading.submission_from_release(ASSIGNMENT, variant.cells)
-
-
 def fresh_copy(course, tmp_path_factory, name: str):
     """The generated course (masters, release, gradebook with the assignments) without submissions."""
     root = tmp_path_factory.mktemp(name) / "course"
@@ -49,8 +39,9 @@ def fresh_copy(course, tmp_path_factory, name: str):
 @pytest.fixture(scope="module")
 def ours(course, tmp_path_factory):
     root = fresh_copy(course, tmp_path_factory, "grade-class")
-    for student in students():
-        grading.submit(root, student, ASSIGNMENT, submission(student))
+    for submission in grading.known_submissions(ASSIGNMENT):
+        if submission.student in students():
+            grading.submit(root, submission.student, ASSIGNMENT, submission.notebook)
     summary = grade_class.grade_class(root, [ASSIGNMENT], workers=2, progress=False)
     return root, summary
 

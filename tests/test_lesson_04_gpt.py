@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.glue import glued, glued_text, glued_value
+from tests.glue import glued, glued_values
 from tools.notebooks import REPO
 
 
@@ -16,8 +16,7 @@ def lesson(executions):
 @pytest.fixture(scope="module")
 def values(lesson):
     """Every glued value except the figures, as Python values."""
-    figures = {name for name, data in glued(lesson).items() if "image/png" in data}
-    return {name: glued_value(text) for name, text in glued_text(lesson).items() if name not in figures}
+    return glued_values(lesson)
 
 
 def test_worked_example_matches_the_hand_calculation(values):

@@ -5,7 +5,7 @@ import jupytext
 import nbformat
 import pytest
 
-from tests.glue import glued, glued_text, glued_value
+from tests.glue import glued, glued_values
 from tests.threads import passive_openmp
 from tools.notebooks import REPO, execute
 
@@ -13,15 +13,11 @@ LESSON = REPO / "book" / "07-ablations.md"
 ABLATION_CELL = "histories = {name: train(model)"     # the last cell the two-thread check needs
 
 
-def parsed(path):
-    return {name: glued_value(text) for name, text in glued_text(path).items() if not name.startswith("fig_")}
-
-
 @pytest.fixture(scope="module")
 def values(executions):
     execution = executions[LESSON]
     assert execution.error is None, execution.error
-    return parsed(execution.output)
+    return glued_values(execution.output)
 
 
 def test_hand_written_switches_agree_with_the_module(values):
@@ -83,4 +79,4 @@ def test_key_figures_hold_on_two_threads(tmp_path):
     with passive_openmp():
         run = execute(prefix, tmp_path / "07-two-threads.ipynb", threads=2)
     assert run.error is None, run.error
-    key_figures_hold(parsed(run.output))
+    key_figures_hold(glued_values(run.output))

@@ -166,14 +166,7 @@ def test_plot_colours_are_distinguishable_with_any_colour_vision(lesson):
         assert cmap.lower().removesuffix("_r") in SAFE_COLORMAPS, f"{lesson}: colour map {cmap!r}"
 
 
-# Lessons whose quiz (book/quizzes/NN-name.json, shown by a `remove-input` cell calling jupyterquiz's
-# display_quiz, as in lessons 1 to 5 and 8) is still to be written. Remove a lesson once it has one.
-QUIZ_PENDING: set[str] = set()
-
-
-@pytest.mark.parametrize("page", [
-    pytest.param(page, marks=pytest.mark.xfail(reason="quiz not written yet", strict=False))
-    if page in QUIZ_PENDING else page for page in lesson_pages()])
+@pytest.mark.parametrize("page", lesson_pages())
 def test_lesson_page_has_a_self_check_quiz_that_runs_in_the_browser(site, page):
     """The quiz's questions and its JavaScript are inlined in the page: no server, no request."""
     scripts = " ".join(script.get_text() for script in soup(site / page).select("article script"))

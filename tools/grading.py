@@ -98,9 +98,11 @@ def load_catalog(assignment: str) -> list[Variant]:
     return variants
 
 
-def submission_from_release(assignment: str, cells: dict[str, str]) -> nbformat.NotebookNode:
-    """The release notebook with the given answer cells filled in, as a student would hand it in."""
-    notebook = nbformat.read(release_notebook(assignment), as_version=4)
+def submission_from_release(assignment: str, cells: dict[str, str],
+                            release: Path | None = None) -> nbformat.NotebookNode:
+    """The release notebook (this repository's, or `release`) with the given answer cells filled in,
+    as a student would hand it in."""
+    notebook = nbformat.read(release or release_notebook(assignment), as_version=4)
     by_id = {cell.metadata.get("nbgrader", {}).get("grade_id"): cell for cell in notebook.cells}
     for grade_id, source in cells.items():
         if grade_id not in by_id:
@@ -130,6 +132,17 @@ class Submission:
     notebook: nbformat.NotebookNode | bytes
     filename: str | None = None               # another name than the master's: a renamed notebook
     extra_files: dict[str, bytes] = field(default_factory=dict)
+
+
+def known_submissions(assignment: str) -> list[Submission]:
+    """Every submission whose grade is known in advance: the master (full marks), the untouched
+    release (zero) and each catalog variant, each handed in by its own student."""
+    return [
+        Submission(f"{assignment}--solution", assignment, nbformat.read(master_notebook(assignment), as_version=4)),
+        Submission(f"{assignment}--release", assignment, nbformat.read(release_notebook(assignment), as_version=4)),
+        *(Submission(variant.student, assignment, submission_from_release(assignment, variant.cells))
+          for variant in load_catalog(assignment)),
+    ]
 
 
 def grade_class(course: Path, submissions: list[Submission], workers: int | None = None,
