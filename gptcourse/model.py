@@ -176,7 +176,8 @@ class GPT(nn.Module):
 
     @staticmethod
     def _initialize(module: nn.Module) -> None:
-        """GPT-2's initialization: weights from N(0, 0.02^2), biases zero (LayerNorm keeps 1 and 0)."""
+        """Weights from N(0, 0.02^2), biases zero (LayerNorm keeps 1 and 0): GPT-2's initialization
+        without its 1/sqrt(N) scaling of the residual layers (lessons 3 and 4)."""
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:

@@ -33,3 +33,11 @@ def test_gamma_and_beta_set_the_output_statistics(lesson):
 
 def test_lesson_has_its_figure(lesson):
     assert "image/png" in glued(lesson)["fig_layernorm_tokens"]
+
+
+def test_sample_variance_is_visible_on_random_inputs_at_gpt2_width(lesson):
+    """Check-your-understanding 4 rests on this: at D = 768 the sample variance shrinks every output by
+    1 - sqrt(767/768) = 0.065 %, about 1e-3 at the largest output, far above a 1e-6 tolerance."""
+    values = glued_text(lesson)
+    assert glued_value(values["sample_var_shrink"]) == "0.065%"
+    assert 3e-4 < float(glued_value(values["sample_var_max_diff"])) < 1e-2

@@ -51,3 +51,10 @@ def test_mlp_holds_two_thirds_of_the_branches_weights_at_gpt2_width(lesson):
 
 def test_lesson_has_its_figure(lesson):
     assert "image/png" in glued(lesson)["fig_gelu"]
+
+
+def test_sqrt_two_over_pi_matches_the_slope_at_zero_not_a_fit(lesson):
+    """The page says only 0.044715 was fitted: sqrt(2/pi) gives the tanh curve Phi's slope at 0."""
+    values = glued_text(lesson)
+    assert glued_value(values["slopes_match"]) is True
+    assert glued_value(values["slope_at_zero"]) == "0.39894"

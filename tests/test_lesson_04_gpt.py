@@ -82,3 +82,16 @@ def test_greedy_generation_appends_the_requested_tokens(values):
 
 def test_lesson_has_its_figure(lesson):
     assert "image/png" in glued(lesson)["fig_leakage"]
+
+
+def test_the_same_token_starts_static_and_leaves_the_blocks_contextual(values):
+    """'bank' in 'the river bank' and 'the money bank': one row at the bottom, two vectors at the top."""
+    assert values["bank_bottom_same"] is True
+    assert float(values["bank_top_gap"]) > 0.01
+
+
+def test_page_separates_gpt2s_initialization_from_the_courses():
+    """GPT-2 scales its residual layers by 1/sqrt(N); the course does not, and the page says both."""
+    source = " ".join((REPO / "book" / "04-gpt.md").read_text().split())
+    assert "1/\\sqrt{N}" in source and "The course leaves that scaling out" in source
+    assert "GPT-2's initialization:" not in source

@@ -98,3 +98,13 @@ def test_lesson_has_its_figures(lesson):
     figures = glued(lesson)
     assert "image/png" in figures["fig_budget_family"]
     assert "image/png" in figures["fig_budget_width"]
+
+
+def test_is_gpt2_medium_really_355m_is_asked_and_answered_from_the_notebook(values):
+    """Seed 000's question: the hidden answer quotes the formula's count and the meta-built one."""
+    assert values["medium_formula"] == values["medium_params"] == 354_823_168
+    assert round(values["medium_params"] / 1e6) == 355
+    source = (REPO / "book" / "05-parameter-budget.md").read_text()
+    question = source[source.index("Is it really \"355M\"?"):]
+    answer = question[: question.index("```\n", question.index(":class: dropdown"))]
+    assert "{glue:text}`medium_formula:,`" in answer and "{glue:text}`medium_params:,`" in answer
