@@ -80,3 +80,15 @@ def test_key_figures_hold_on_two_threads(tmp_path):
         run = execute(prefix, tmp_path / "07-two-threads.ipynb", threads=2)
     assert run.error is None, run.error
     key_figures_hold(glued_values(run.output))
+
+
+def test_quiz_states_the_notebooks_model_size(values):
+    """Quiz feedback quotes the eight-block model's size; it must be the size the notebook counted
+    (about 104 thousand, eight blocks of 12,704 plus the tables and the head), not one block's."""
+    import json
+    import re
+
+    assert values["model_params"] == 8 * values["block_params"] + 27 * 32 + 16 * 32 + 2 * 32 + 27 * 32
+    quiz = (REPO / "book" / "quizzes" / "07-ablations.json").read_text()
+    stated = [int(n) for n in re.findall(r"(\d+)-thousand-parameter", json.dumps(json.loads(quiz)))]
+    assert stated and all(n == values["model_params_thousands"] for n in stated), stated
