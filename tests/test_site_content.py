@@ -112,8 +112,9 @@ def test_lesson_page_states_objectives_prerequisites_reading_time_and_whats_next
     for needle in ("Prerequisites", "Reading time"):
         assert needle.lower() in top.lower(), f"{page}: no '{needle}' near the top"
     assert article.select_one(".admonition.tip"), f"{page}: no 'At a glance' box"
-    headings = [heading.get_text(strip=True).rstrip("#").lower() for heading in article.find_all(["h2", "h3"])]
-    assert headings and "what's next" in headings[-1].replace("\u2019", "'"), f"{page}: last section {headings[-1:]}"
+    headings = [heading.get_text(strip=True).rstrip("#").lower().replace("\u2019", "'")
+                for heading in article.find_all(["h2", "h3"])]
+    assert headings[-2:] == ["what's next", "further reading"], f"{page}: last sections {headings[-2:]}"
     assert any("check your understanding" in heading for heading in headings), f"{page}: no self-check section"
     assert article.select(".admonition.dropdown"), f"{page}: no answers hidden in dropdowns"
     assert article.select(".admonition.warning"), f"{page}: no 'Common mistake' callout"
@@ -171,3 +172,73 @@ def test_lesson_page_has_a_self_check_quiz_that_runs_in_the_browser(site, page):
     """The quiz's questions and its JavaScript are inlined in the page: no server, no request."""
     scripts = " ".join(script.get_text() for script in soup(site / page).select("article script"))
     assert "var questions" in scripts and "Question.register" in scripts, f"{page}: no jupyterquiz quiz"
+
+
+# --- What each lesson cites, hints, and figures that one page repeats from another or from configuration ---
+
+def lesson_sources():
+    return [(REPO / page).with_suffix(".md") for page in lesson_pages()]
+
+
+def section(source: str, heading: str) -> str:
+    """The text of one `## heading` section of a lesson's Markdown source."""
+    start = source.index(f"\n## {heading}\n")
+    end = source.find("\n## ", start + 1)
+    return source[start: end if end != -1 else len(source)]
+
+
+@pytest.mark.parametrize("lesson", lesson_sources(), ids=lambda path: path.stem)
+def test_every_stretch_exercise_has_a_hint_hidden_until_revealed(lesson):
+    exercises = section(lesson.read_text(), "Stretch exercises")
+    numbered = re.findall(r"(?m)^\d+\. ", exercises)
+    hints = re.findall(r"(?m)^   ```\{admonition\} Hint\n   :class: dropdown\n", exercises)
+    assert numbered and len(hints) == len(numbered), f"{lesson.name}: {len(numbered)} exercises, {len(hints)} hints"
+
+
+@pytest.mark.parametrize("lesson", lesson_sources(), ids=lambda path: path.stem)
+def test_every_lesson_ends_with_further_reading_from_the_bibliography(lesson):
+    """Cited with sphinxcontrib-bibtex's {footcite} and listed by {footbibliography}, never typed by hand."""
+    from pybtex.database import parse_file
+
+    source = lesson.read_text()
+    reading = section(source, "Further reading")
+    assert source.rstrip().endswith("```{footbibliography}\n```"), f"{lesson.name}: no bibliography at the end"
+    keys = {key for group in re.findall(r"\{footcite:[pt]\}`([^`]+)`", source) for key in group.split(",")}
+    listed = {key for group in re.findall(r"\{footcite:[pt]\}`([^`]+)`", reading) for key in group.split(",")}
+    assert len(listed) >= 3, f"{lesson.name}: only {sorted(listed)} under Further reading"
+    known = set(parse_file(REPO / "book" / "references.bib").entries)
+    assert keys <= known, f"{lesson.name}: not in book/references.bib: {sorted(keys - known)}"
+
+
+@pytest.mark.parametrize("page", lesson_pages())
+def test_lesson_page_shows_its_reference_list(site, page):
+    entries = soup(site / page).select("article aside.footnote-list aside.footnote")
+    assert len(entries) >= 3, f"{page}: {len(entries)} references listed"
+    assert all(entry.get_text(strip=True) for entry in entries)
+
+
+def test_stated_grading_timeout_is_the_configured_one(monkeypatch):
+    """The per-cell timeout lives in autograder/nbgrader_config.py; every page that states it agrees."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    monkeypatch.delenv("COURSE_GRADING_CELL_TIMEOUT", raising=False)
+    configured = PyFileConfigLoader("nbgrader_config.py", path=str(REPO / "autograder")).load_config()
+    timeout = int(configured.Execute.timeout)
+    stated = {page.name: [int(n) for n in re.findall(r"per-cell (?:execution )?timeout of (\d+)\s*s\b",
+                                                      " ".join(page.read_text().split()))]
+              for page in (REPO / "book").glob("*.md")}
+    assert stated["instructors.md"], "the instructors' page no longer states the per-cell timeout"
+    wrong = {name: figures for name, figures in stated.items() if any(n != timeout for n in figures)}
+    assert not wrong, f"configured {timeout} s; pages state {wrong}"
+
+
+def test_landing_page_figures_agree_with_the_lessons():
+    """Lesson 7's run time is stated on the landing page and on the lesson; the leakage test is lesson 4's."""
+    index = " ".join((REPO / "book" / "index.md").read_text().split())
+    lesson7 = " ".join((REPO / "book" / "07-ablations.md").read_text().split())
+    run_time = re.search(r"which takes (about [a-z ]+?) on a laptop CPU", lesson7).group(1)
+    assert f"(lesson 7, which trains five models) in {run_time}." in index
+    rows = {re.search(r"<(\d\d)-", row).group(1): row
+            for row in (REPO / "book" / "index.md").read_text().splitlines() if row.startswith("| {doc}")}
+    assert "## The leakage test" in (REPO / "book" / "04-gpt.md").read_text()
+    assert "no position reads the future" in rows["04"] and "no position reads the future" not in rows["03"]
