@@ -56,6 +56,9 @@ def key_figures_hold(values):
     assert values["both_branches_in_text"] is True
     assert 0.3 < values["p_t_value"] < 0.7 and 0.3 < values["p_w_value"] < 0.7   # a near tie
     assert values["p_t_value"] + values["p_w_value"] > 0.9
+    assert values["same_seed_same_text"] is True and values["topk_respected"] is True   # sampling
+    entropy = values["entropy_by_temperature"]
+    assert entropy[0.5] < entropy[1.0] < entropy[2.0]
 
 
 def test_trained_model_sits_on_the_floor_at_every_position(values):
