@@ -1,4 +1,4 @@
-"""Load GPT-2 weights stored in Hugging Face's layout into the course's GPT. Lesson 8.
+"""Load GPT-2 weights stored in Hugging Face's layout into the course's GPT. Lesson 9.
 
 The mapping is the whole story: the same function loads a randomly initialized `transformers`
 GPT-2 (offline, for tests) and the real checkpoint (`GPT2LMHeadModel.from_pretrained("gpt2")`, with

@@ -29,9 +29,9 @@ class GPTConfig:
     eps: float = 1e-5
     tie_weights: bool = True
     # Variants the lessons compare against GPT-2. The defaults give GPT-2 itself.
-    qkv_bias: bool = True      # lesson 5: the 12D^2 + 10D block has no Q/K/V bias
-    residual: bool = True      # lesson 7: take the residual additions away
-    norm: bool = True          # lesson 7: take the LayerNorms away
+    qkv_bias: bool = True      # lesson 6: the 12D^2 + 10D block has no Q/K/V bias
+    residual: bool = True      # lesson 8: take the residual additions away
+    norm: bool = True          # lesson 8: take the LayerNorms away
 
 
 # --- the smallest parts -----------------------------------------------------------------------------
@@ -126,12 +126,12 @@ class GPTAttention(nn.Module):
 # --- the block --------------------------------------------------------------------------------------
 
 class GPTBlock(nn.Module):
-    """The pre-LN transformer block: x [B, T, D] -> [B, T, D]. Lesson 3.
+    """The pre-LN transformer block: x [B, T, D] -> [B, T, D]. Lesson 4.
 
         a = x + drop(attn(ln1(x)))
         y = a + drop(down(gelu(up(ln2(a)))))
 
-    With `cfg.residual` or `cfg.norm` off it becomes the ablated block of lesson 7.
+    With `cfg.residual` or `cfg.norm` off it becomes the ablated block of lesson 8.
     """
 
     def __init__(self, cfg: GPTConfig):
@@ -154,7 +154,7 @@ class GPTBlock(nn.Module):
 # --- the model --------------------------------------------------------------------------------------
 
 class GPT(nn.Module):
-    """Token + position embeddings, a stack of blocks, a final LayerNorm and a head. Lesson 4.
+    """Token + position embeddings, a stack of blocks, a final LayerNorm and a head. Lesson 5.
 
     ids [B, T] -> logits [B, T, V]; the logits at position t score the token at t + 1.
     """
@@ -177,7 +177,7 @@ class GPT(nn.Module):
     @staticmethod
     def _initialize(module: nn.Module) -> None:
         """Weights from N(0, 0.02^2), biases zero (LayerNorm keeps 1 and 0): GPT-2's initialization
-        without its 1/sqrt(N) scaling of the residual layers (lessons 3 and 4)."""
+        without its 1/sqrt(N) scaling of the residual layers (lessons 4 and 5)."""
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:
@@ -201,12 +201,12 @@ class GPT(nn.Module):
 # --- helpers ----------------------------------------------------------------------------------------
 
 def count_parameters(model: nn.Module) -> int:
-    """Trainable numbers in a model, each tensor once (a tied head is not counted twice). Lesson 5."""
+    """Trainable numbers in a model, each tensor once (a tied head is not counted twice). Lesson 6."""
     return sum(p.numel() for p in model.parameters())   # parameters() already skips repeats
 
 
 def gpt_parameter_formula(vocab: int, context: int, width: int, layers: int) -> int:
-    """N = VD + CD + L(12D^2 + 13D) + 2D for a tied GPT-2-style model. Lesson 5.
+    """N = VD + CD + L(12D^2 + 13D) + 2D for a tied GPT-2-style model. Lesson 6.
 
     Per block: attention 4D^2 + 4D, MLP 8D^2 + 5D, two LayerNorms 4D; final LayerNorm 2D.
     """
@@ -221,7 +221,7 @@ def build_on_meta(cfg: GPTConfig) -> GPT:
 
 @torch.no_grad()
 def generate_greedy(model: GPT, ids: Tensor, new_tokens: int) -> Tensor:
-    """Append `new_tokens` tokens to ids [B, T], each time the highest-scoring one. Lesson 4."""
+    """Append `new_tokens` tokens to ids [B, T], each time the highest-scoring one. Lesson 5."""
     for _ in range(new_tokens):
         window = ids[:, -model.cfg.context:]          # never feed more than the context
         next_id = model(window)[:, -1].argmax(dim=-1, keepdim=True)

@@ -1,4 +1,4 @@
-"""The released GPT-2, when its weights are already on this machine: our GPT beside transformers'. Lesson 8.
+"""The released GPT-2, when its weights are already on this machine: our GPT beside transformers'. Lesson 9.
 
 Nothing here downloads. `load_pretrained` looks in the folder named by the environment variable
 GPT2_WEIGHTS (what `save_pretrained` writes for a model and its tokenizer), otherwise in Hugging Face's

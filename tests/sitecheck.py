@@ -27,6 +27,15 @@ def lesson_pages() -> list[str]:
     return [path.relative_to(REPO).with_suffix(".html").as_posix() for path in lesson_notebooks()]
 
 
+def redirects() -> dict[str, str]:
+    """Old page -> the page it forwards to, both site paths ("book/03-block.html": "book/04-block.html")."""
+    import yaml
+
+    config = yaml.safe_load((REPO / "_config.yml").read_text())
+    moved = config["sphinx"]["config"].get("course_redirects", {})
+    return {f"{old}.html": f"{new}.html" for old, new in moved.items()}
+
+
 def release_folders() -> list[Path]:
     return sorted(path for path in (REPO / "exercises").glob("[0-9]*-*") if any(path.glob("*.ipynb")))
 
@@ -43,9 +52,11 @@ def expected_pages() -> list[str]:
 
 
 def built_pages(site: Path) -> list[str]:
-    """Every HTML page of a built site, except the theme's static files and the root redirect."""
+    """Every HTML page of a built site, except the theme's static files and the redirects (the root
+    index.html, and the old addresses of renumbered lessons)."""
+    skip = {"index.html", *redirects()}
     return sorted(path.relative_to(site).as_posix() for path in site.rglob("*.html")
-                  if "_static" not in path.parts and path.relative_to(site).as_posix() != "index.html")
+                  if "_static" not in path.parts and path.relative_to(site).as_posix() not in skip)
 
 
 @lru_cache(maxsize=None)

@@ -130,7 +130,7 @@ def test_a_hit_gives_the_current_prose_with_the_cached_outputs(repo):
 
 
 def test_the_course_lessons_depend_on_the_modules_they_import():
-    """On the real lessons: only lesson 8 loads GPT-2's weights, and every lesson importing the package
+    """On the real lessons: only lesson 9 loads GPT-2's weights, and every lesson importing the package
     depends on model.py (through gptcourse/__init__.py)."""
     for path in lesson_notebooks():
         key = cache.notebook_key(path)

@@ -8,6 +8,7 @@ import re
 
 import nbformat
 import pytest
+from bs4 import BeautifulSoup
 
 from tests.sitecheck import (
     TEST_OUTPUT, assignment_pages, broken, built_pages, expected_pages, is_external, lesson_pages, links,
@@ -236,12 +237,50 @@ def test_stated_grading_timeout_is_the_configured_one(monkeypatch):
 
 
 def test_landing_page_figures_agree_with_the_lessons():
-    """Lesson 7's run time is stated on the landing page and on the lesson; the leakage test is lesson 4's."""
+    """Lesson 8's run time is stated on the landing page and on the lesson; the leakage test is lesson 5's."""
     index = " ".join((REPO / "book" / "index.md").read_text().split())
-    lesson7 = " ".join((REPO / "book" / "07-ablations.md").read_text().split())
-    run_time = re.search(r"which takes (about [a-z ]+?) on a laptop CPU", lesson7).group(1)
-    assert f"(lesson 7, which trains five models) in {run_time}." in index
+    lesson8 = " ".join((REPO / "book" / "08-ablations.md").read_text().split())
+    run_time = re.search(r"which takes (about [a-z ]+?) on a laptop CPU", lesson8).group(1)
+    assert f"(lesson 8, which trains five models) in {run_time}." in index
     rows = {re.search(r"<(\d\d)-", row).group(1): row
             for row in (REPO / "book" / "index.md").read_text().splitlines() if row.startswith("| {doc}")}
-    assert "## The leakage test" in (REPO / "book" / "04-gpt.md").read_text()
-    assert "no position reads the future" in rows["04"] and "no position reads the future" not in rows["03"]
+    assert "## The leakage test" in (REPO / "book" / "05-gpt.md").read_text()
+    assert "no position reads the future" in rows["05"] and "no position reads the future" not in rows["04"]
+
+
+DIAGRAMS = REPO / "book" / "_static" / "diagrams"
+
+
+def test_diagrams_are_hand_written_svg_with_real_text_and_a_description():
+    """Reviewable as text: no embedded raster image, every word a <text> element, and a <title> and
+    <desc> for anything that reads the file on its own. The required ones exist."""
+    sources = sorted(DIAGRAMS.glob("*.svg"))
+    assert {path.stem for path in sources} >= {"layernorm", "mlp", "causal-mask", "head-split", "pre-ln-block",
+                                               "pre-ln-vs-post-ln", "gpt-shapes"}
+    for path in sources:
+        svg = BeautifulSoup(path.read_text(), "html.parser").find("svg")     # lowercases attribute names
+        assert svg.get("viewbox") and svg.get("width") and svg.get("height"), path.name
+        assert svg.find("title") and svg.find("desc"), f"{path.name}: no <title> or <desc>"
+        assert not svg.find("image"), f"{path.name}: embeds a raster image"
+        assert len(svg.find_all("text")) >= 5, f"{path.name}: too little real text"
+
+
+def test_every_diagram_in_a_lesson_has_alt_text_and_a_numbered_caption(site):
+    shown = set()
+    for page in lesson_pages():
+        for image in soup(site / page).select("article img.diagram"):
+            shown.add(image["src"].rsplit("/", 1)[-1])
+            assert len(image.get("alt", "")) > 40, f"{page}: {image['src']} has little or no alt text"
+            caption = image.find_parent("figure").find("figcaption")
+            assert caption and caption.select_one(".caption-number"), f"{page}: {image['src']} has no caption"
+    assert shown == {path.name for path in DIAGRAMS.glob("*.svg")}, "a diagram is drawn but never shown"
+
+
+def test_old_lesson_addresses_forward_to_existing_pages(site):
+    from tests.sitecheck import redirects
+
+    for old, new in redirects().items():
+        assert (site / new).exists(), new
+        page = (site / old).read_text()
+        target = new.rsplit("/", 1)[-1]
+        assert f'url={target}"' in page and f'href="{target}"' in page, old

@@ -124,10 +124,17 @@ def toc_documents(book_root: Path) -> set[str]:
 
 
 def lesson_for(assignment: Assignment, book_root: Path) -> str | None:
-    """The lesson the assignment practises: same folder name, else the same number."""
+    """The lesson the assignment practises: the lesson with the same name after its number (assignment
+    03-block practises lesson 04-block: lessons and assignments are numbered separately), else one
+    whose name shares a word with it (06-gpt2-weights and 09-matching-gpt2), else the same number."""
     lessons = sorted(doc for doc in toc_documents(book_root) if re.match(r"^book/\d+-", doc))
+    name = assignment.folder.split("-", 1)[1]
     for doc in lessons:
-        if doc == f"book/{assignment.folder}":
+        if doc.split("-", 1)[1] == name:
+            return doc
+    words = set(name.split("-"))
+    for doc in lessons:
+        if words & set(doc.split("-", 1)[1].split("-")):
             return doc
     for doc in lessons:
         if int(re.match(r"^book/(\d+)-", doc).group(1)) == assignment.number:
@@ -252,8 +259,40 @@ def dedupe_scripts(app: Sphinx, pagename, templatename, context, doctree) -> Non
     context["script_files"] = unique
 
 
+REDIRECT = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<link rel="canonical" href="{target}">
+<meta http-equiv="refresh" content="0; url={target}">
+<script>location.replace("{target}" + location.hash);</script>
+</head>
+<body><main><p>This page moved to <a href="{target}">{target}</a>.</p></main></body>
+</html>
+"""
+
+
+def write_redirects(app: Sphinx, exception) -> None:
+    """A small page at each old address (`course_redirects`, old document -> new document) that sends
+    the reader on to the new one, keeping any #section: links and bookmarks made before lessons were
+    renumbered keep working."""
+    if exception is not None or app.builder.format != "html":
+        return
+    for old, new in app.config.course_redirects.items():
+        page = Path(app.outdir) / f"{old}.html"
+        if (Path(app.srcdir) / f"{old}.md").exists() or page.exists():
+            raise ValueError(f"course_redirects: {old} is still a page of the site")
+        target = _relative(Path(app.outdir) / f"{new}.html", page.parent)
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(REDIRECT.format(title=f"Moved to {target}", target=target))
+
+
 def setup(app: Sphinx):
     app.add_config_value("course_notebooks_branch", "notebooks", "html")
+    # Old document name -> new one, for pages that moved (_config.yml sets them).
+    app.add_config_value("course_redirects", {}, "html")
+    app.connect("build-finished", write_redirects)
     app.connect("builder-inited", generate_pages)
     app.connect("html-page-context", fix_colab_links, priority=600)
     app.connect("html-page-context", dedupe_scripts, priority=600)

@@ -72,6 +72,31 @@ class Visit:
     outside_requests: list[str] = field(default_factory=list)    # requests that tried to leave the site
     axe_violations: list[dict] = field(default_factory=list)
     screenshots: list[Path] = field(default_factory=list)
+    overflowing_code: list[str] = field(default_factory=list)   # code blocks wider than their box at 1280 px
+    diagrams: dict[str, list[dict]] = field(default_factory=dict)  # width name -> each diagram as drawn
+
+
+# Code blocks of the lesson (cell inputs, their printed output and code in the prose) whose text is
+# wider than the box that shows it: each one would need a horizontal scroll bar to read.
+OVERFLOWING_CODE = """() => [...document.querySelectorAll("article pre")]
+    .filter(pre => pre.scrollWidth > pre.clientWidth + 1)
+    .map(pre => pre.textContent.split("\\n").reduce((a, b) => (b.length > a.length ? b : a), "").slice(0, 150))"""
+
+# Every diagram (book/_static/diagrams/*.svg) once decoded: its natural and drawn sizes, its alt text,
+# and the width of the article it sits in.
+DIAGRAMS = """async () => {
+    const images = [...document.querySelectorAll("article img.diagram")];
+    return Promise.all(images.map(async img => {
+        let decoded = true;
+        try { await img.decode(); } catch (error) { decoded = false; }
+        const box = img.getBoundingClientRect();
+        const article = img.closest("article").getBoundingClientRect();
+        return {src: img.getAttribute("src"), alt: img.alt, decoded, naturalWidth: img.naturalWidth,
+                naturalHeight: img.naturalHeight, width: box.width, height: box.height,
+                left: box.left, right: box.right, articleLeft: article.left, articleRight: article.right,
+                viewport: window.innerWidth};
+    }));
+}"""
 
 
 def new_context(browser, base_url, **options):
@@ -135,8 +160,10 @@ def tour(browser, base_url) -> dict[str, Visit]:
         # Audit at the width the page loaded at, before the phone-width screenshot reflows it.
         visit.axe_violations = audit(page)
         if path in lesson_pages():
+            visit.overflowing_code = page.evaluate(OVERFLOWING_CODE)
             for name, size in (("desktop", DESKTOP), ("phone", PHONE)):
                 page.set_viewport_size(size)
+                visit.diagrams[name] = page.evaluate(DIAGRAMS)
                 # JPEG: a full lesson is a tall image, and PNG takes seconds to encode.
                 page.screenshot(path=screenshot_name(path, name), full_page=True, type="jpeg", quality=80)
                 visit.screenshots.append(screenshot_name(path, name))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.sitecheck import expected_pages, lesson_pages
+from tests.sitecheck import expected_pages, lesson_pages, redirects
 
 BLOCKING = ("serious", "critical")
 
@@ -33,3 +33,45 @@ def test_every_lesson_is_photographed_at_desktop_and_phone_widths(tour):
     for path in lesson_pages():
         shots = tour[path].screenshots
         assert len(shots) == 2 and all(shot.stat().st_size > 10_000 for shot in shots), (path, shots)
+
+
+@pytest.mark.parametrize("path", lesson_pages())
+def test_no_code_block_of_a_lesson_overflows_at_1280_px(tour, path):
+    """Every line of code in a lesson can be read at 1280 px without scrolling sideways."""
+    wide = tour[path].overflowing_code
+    assert not wide, f"{path}: {len(wide)} code blocks scroll sideways at 1280 px; their longest lines:\n" + \
+        "\n".join(wide)
+
+
+@pytest.mark.parametrize("path", lesson_pages())
+def test_every_diagram_loads_and_fits_at_desktop_and_phone_widths(tour, path):
+    """Each diagram decodes (no broken image), has a non-zero size and alt text, stays inside the article
+    at 1280 px and at 390 px, and on a phone is drawn at least 0.6 times its natural size (its smallest
+    text, 13 px, stays about 8 px or larger)."""
+    for width, diagrams in tour[path].diagrams.items():
+        for diagram in diagrams:
+            where = f"{path} at {width}: {diagram['src']}"
+            assert diagram["decoded"] and diagram["naturalWidth"] > 0 and diagram["naturalHeight"] > 0, where
+            assert diagram["width"] > 0 and diagram["height"] > 0, where
+            assert diagram["alt"].strip(), where
+            assert diagram["articleLeft"] - 1 <= diagram["left"] and diagram["right"] <= diagram["articleRight"] + 1, where
+            assert diagram["right"] <= diagram["viewport"], where
+            if width == "phone":
+                assert diagram["width"] >= 0.6 * diagram["naturalWidth"], (where, diagram["width"])
+
+
+def test_lessons_from_layernorm_to_the_gpt_each_show_a_diagram(tour):
+    lessons = [path for path in lesson_pages() if path.split("/")[-1][:2] in {"01", "02", "03", "04", "05"}]
+    assert len(lessons) == 5, lessons
+    for path in lessons:
+        assert tour[path].diagrams["desktop"], f"{path} shows no diagram"
+
+
+@pytest.mark.parametrize("old", sorted(redirects()))
+def test_old_lesson_address_forwards_to_the_renumbered_lesson(context, base_url, old):
+    """Links into the numbering before lesson 3 (attention) was added still arrive, section included."""
+    page = context.new_page()
+    page.goto(base_url + old + "#further-reading", wait_until="load")
+    page.wait_for_url(base_url + redirects()[old] + "#further-reading")
+    assert page.locator("article h1").count() == 1
+    page.close()

@@ -82,7 +82,7 @@ def test_quiz_page_loads_cleanly_on_a_slow_machine(browser, base_url):
     errors = []
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(base_url + "book/07-ablations.html", wait_until="load")
+    page.goto(base_url + "book/08-ablations.html", wait_until="load")
     page.locator(".Quiz .MCButton").first.wait_for(state="attached")
     page.wait_for_timeout(2_000)                      # past jupyterquiz's 0.5 s MathJax check
     outside = list(context.outside_requests)

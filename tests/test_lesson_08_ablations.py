@@ -1,4 +1,4 @@
-"""Lesson 7's figures: without residual additions an eight-block model stays on the no-context floor,
+"""Lesson 8's figures: without residual additions an eight-block model stays on the no-context floor,
 without LayerNorms it trains like the full block, on one thread and on two."""
 
 import jupytext
@@ -9,7 +9,7 @@ from tests.glue import glued, glued_values
 from tests.threads import passive_openmp
 from tools.notebooks import REPO, execute
 
-LESSON = REPO / "book" / "07-ablations.md"
+LESSON = REPO / "book" / "08-ablations.md"
 ABLATION_CELL = "histories = {name: train(model)"     # the last cell the two-thread check needs
 
 
@@ -89,6 +89,6 @@ def test_quiz_states_the_notebooks_model_size(values):
     import re
 
     assert values["model_params"] == 8 * values["block_params"] + 27 * 32 + 16 * 32 + 2 * 32 + 27 * 32
-    quiz = (REPO / "book" / "quizzes" / "07-ablations.json").read_text()
+    quiz = (REPO / "book" / "quizzes" / "08-ablations.json").read_text()
     stated = [int(n) for n in re.findall(r"(\d+)-thousand-parameter", json.dumps(json.loads(quiz)))]
     assert stated and all(n == values["model_params_thousands"] for n in stated), stated

@@ -1,4 +1,4 @@
-"""Lesson 5's parameter counts are the exact integers of GPT-2 and its variants, and its mistakes fail."""
+"""Lesson 6's parameter counts are the exact integers of GPT-2 and its variants, and its mistakes fail."""
 
 import pytest
 
@@ -8,7 +8,7 @@ from tools.notebooks import REPO
 
 @pytest.fixture(scope="module")
 def lesson(executions):
-    execution = executions[REPO / "book" / "05-parameter-budget.md"]
+    execution = executions[REPO / "book" / "06-parameter-budget.md"]
     assert execution.error is None, execution.error
     return execution.output
 
@@ -104,7 +104,7 @@ def test_is_gpt2_medium_really_355m_is_asked_and_answered_from_the_notebook(valu
     """Seed 000's question: the hidden answer quotes the formula's count and the meta-built one."""
     assert values["medium_formula"] == values["medium_params"] == 354_823_168
     assert round(values["medium_params"] / 1e6) == 355
-    source = (REPO / "book" / "05-parameter-budget.md").read_text()
+    source = (REPO / "book" / "06-parameter-budget.md").read_text()
     question = source[source.index("Is it really \"355M\"?"):]
     answer = question[: question.index("```\n", question.index(":class: dropdown"))]
     assert "{glue:text}`medium_formula:,`" in answer and "{glue:text}`medium_params:,`" in answer

@@ -1,4 +1,4 @@
-"""Lesson 8's figures: our GPT reproduces transformers' GPT-2 small to float32 rounding, on a reference
+"""Lesson 9's figures: our GPT reproduces transformers' GPT-2 small to float32 rounding, on a reference
 whose every parameter was randomized, and every wiring mistake in the lesson's table is orders of
 magnitude louder than that. The optional real-GPT-2 path runs here on a checkpoint the test writes."""
 
@@ -10,7 +10,7 @@ import torch
 from tests.glue import glued, glued_text, glued_value
 from tools.notebooks import REPO
 
-LESSON = REPO / "book" / "08-matching-gpt2.md"
+LESSON = REPO / "book" / "09-matching-gpt2.md"
 MISTAKES = ("diff_exact_gelu", "diff_no_norm", "diff_untransposed", "diff_swapped_ln", "diff_swapped_bias")
 
 
@@ -94,7 +94,7 @@ def checkpoint(tmp_path_factory):
             parameter.add_(0.05 * torch.randn_like(parameter))
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    (folder / "written-by-the-test.json").write_text(json.dumps({"purpose": "tests/test_lesson_08"}))
+    (folder / "written-by-the-test.json").write_text(json.dumps({"purpose": "tests/test_lesson_09"}))
     return folder
 
 

@@ -1,4 +1,4 @@
-"""Lesson 6's figures: autograd matches the hand calculation, and the tiny GPT trains down to the exact
+"""Lesson 7's figures: autograd matches the hand calculation, and the tiny GPT trains down to the exact
 floor of its training text at every context length, on one thread and on two."""
 
 import math
@@ -9,7 +9,7 @@ from tests.glue import glued, glued_values
 from tests.threads import passive_openmp
 from tools.notebooks import REPO, execute
 
-LESSON = REPO / "book" / "06-training.md"
+LESSON = REPO / "book" / "07-training.md"
 
 
 @pytest.fixture(scope="module")

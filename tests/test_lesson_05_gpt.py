@@ -1,4 +1,4 @@
-"""Lesson 4 assembles a GPT that agrees with the reference, and its tests catch the mistakes it shows."""
+"""Lesson 5 assembles a GPT that agrees with the reference, and its tests catch the mistakes it shows."""
 
 import pytest
 
@@ -8,7 +8,7 @@ from tools.notebooks import REPO
 
 @pytest.fixture(scope="module")
 def lesson(executions):
-    execution = executions[REPO / "book" / "04-gpt.md"]
+    execution = executions[REPO / "book" / "05-gpt.md"]
     assert execution.error is None, execution.error
     return execution.output
 
@@ -92,6 +92,6 @@ def test_the_same_token_starts_static_and_leaves_the_blocks_contextual(values):
 
 def test_page_separates_gpt2s_initialization_from_the_courses():
     """GPT-2 scales its residual layers by 1/sqrt(N); the course does not, and the page says both."""
-    source = " ".join((REPO / "book" / "04-gpt.md").read_text().split())
+    source = " ".join((REPO / "book" / "05-gpt.md").read_text().split())
     assert "1/\\sqrt{N}" in source and "The course leaves that scaling out" in source
     assert "GPT-2's initialization:" not in source
