@@ -1,36 +1,192 @@
-"""Start a grading kernel inside a bubblewrap sandbox (the kernelspec nbgrader_config.py writes).
+"""Start a grading kernel inside a bubblewrap sandbox (the kernelspec that nbgrader_config.py writes).
 
     python sandboxed_kernel.py CONNECTION_FILE [IPYKERNEL ARGUMENTS...]
 
-The kernel sees the whole file system read-only, with the grading folders (the gradebook, every
-submission, the masters in solutions/) replaced by empty ones. It can write only to its own working
-folder (the student's autograded copy) and a private scratch folder ($TMPDIR), and it has no network: it talks to nbgrader
-over Unix sockets (ZeroMQ's ipc transport) in a folder bound into the sandbox.
+What the kernel gets, and why:
+
+- **Its own processes.** A PID namespace: the kernel cannot see or signal any process outside it
+  (nbgrader, the grading worker, other kernels), and when the kernel exits every process it started
+  dies with it, daemons included. `--die-with-parent` ends the sandbox if the grader goes away.
+- **A scratch copy of its folder.** The kernel works in `/tmp/submission`, a copy of the regular files
+  of the student's autograded folder (links and special files are not copied), on a private tmpfs of
+  limited size. Nothing it writes reaches the autograded folder, which nbgrader writes afterwards.
+- **Nothing of the course.** The course root, the code repository (its `.git` included), every home
+  folder, `/run` and `/tmp` are replaced by empty folders; only the Python environment, the kernel's
+  start-up file and the connection file are mounted back, read-only. The course's reference module
+  `gptcourse` is replaced by a stub whose import fails with a message naming the rule.
+- **No network**, no capabilities, a new session (no terminal to inject keys into).
+- **Limits for the whole submission** (grading_limits.py): a cgroup for memory and processes where the
+  machine allows one (cgroups.py), size-limited tmpfs for files, and per-process rlimits as a backstop.
+
+`check()` starts a trivial sandbox with the same options; nbgrader_config.py calls it so that grading
+refuses with a clear message where bubblewrap cannot start (for example in a container that blocks
+user namespaces), instead of failing with a dead kernel for every student.
 """
 
+from __future__ import annotations
+
+import importlib.util
 import json
 import os
+import resource
+import stat
+import subprocess
 import sys
+from pathlib import Path
 
-connection_file = os.path.abspath(sys.argv[1])
-connection = json.load(open(connection_file))
-hidden = [path for path in os.environ.get("COURSE_GRADING_HIDDEN", "").split(os.pathsep) if path]
-readable = [path for path in os.environ.get("COURSE_GRADING_READABLE", "").split(os.pathsep) if path]
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
-# /tmp stays visible read-only (the Python environment itself may live there); scratch space is a
-# private tmpfs, announced through TMPDIR.
-argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm",
-        "--setenv", "TMPDIR", "/dev/shm", "--setenv", "MPLCONFIGDIR", "/dev/shm"]
-for path in hidden:                                   # the gradebook, submissions and masters
-    argv += ["--tmpfs", path]
-# Only the connection file itself: its folder may be /tmp, which holds other things (a scratch course).
-for path in [*readable, connection_file]:             # e.g. kernel_startup.py, inside a hidden folder
-    argv += ["--ro-bind", path, path]
-writable = [os.getcwd()]                              # the student's own autograded copy
-if connection.get("transport") == "ipc":              # a folder of its own, made by nbgrader_config.py
-    writable.append(os.path.dirname(os.path.abspath(connection["ip"])))
-for path in writable:
-    argv += ["--bind", path, path]
-argv += ["--unshare-net", "--cap-drop", "ALL", "--die-with-parent", "--",
-         sys.executable, "-m", "ipykernel_launcher", "-f", connection_file, *sys.argv[2:]]
-os.execvp("bwrap", argv)
+import cgroups  # noqa: E402
+from grading_limits import value  # noqa: E402
+
+WORK = "/tmp/submission"              # the kernel's working folder inside the sandbox
+STUB = HERE / "sandbox_stubs" / "gptcourse"
+# Environment passed into the sandbox; everything else (tokens, the grader's paths) stays outside.
+KEPT_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                    "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PYTHONHASHSEED")
+NAMESPACES = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+              "--new-session", "--die-with-parent", "--cap-drop", "ALL"]
+
+
+def hidden_paths() -> list[str]:
+    """Folders the kernel sees empty: the course and the code repository (set by nbgrader_config.py),
+    the homes and /run (sockets such as a database's). /tmp is replaced by base_argv()."""
+    paths = [p for p in os.environ.get("COURSE_GRADING_HIDDEN", "").split(os.pathsep) if p]
+    paths += [os.path.expanduser("~"), "/home", "/root", "/run"]
+    existing = []
+    for path in paths:
+        real = os.path.realpath(path)
+        if os.path.isdir(real) and real != "/" and real not in existing:
+            existing.append(real)
+    # Parents before children, so a folder hidden inside another hidden one is mounted over it.
+    return sorted(existing, key=lambda p: p.count("/"))
+
+
+def python_paths() -> list[str]:
+    """The Python environment the kernel runs, wherever it lives (a venv in the repository, pyenv in a home)."""
+    paths = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    paths.add(os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))))
+    paths |= {os.path.realpath(p) for p in sys.path if p and os.path.isdir(p) and "site-packages" in p}
+    return sorted(paths)
+
+
+def inside(path: str, folders: list[str]) -> bool:
+    return any(path == folder or path.startswith(folder + os.sep) for folder in folders)
+
+
+def copy_in(folder: str, budget: int) -> tuple[list[str], list[int]]:
+    """bwrap arguments that copy the folder's regular files into WORK, never following a link."""
+    argv, fds = ["--dir", WORK], []
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        relative = os.path.relpath(root, folder)
+        target = WORK if relative == "." else os.path.join(WORK, relative)
+        if relative != ".":
+            argv += ["--dir", target]
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+        for name in files:
+            try:
+                fd = os.open(os.path.join(root, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                continue                       # a link, or unreadable: not copied
+            size = os.fstat(fd).st_size
+            if not stat.S_ISREG(os.fstat(fd).st_mode) or size > budget:
+                os.close(fd)
+                continue
+            budget -= size
+            os.set_inheritable(fd, True)
+            fds.append(fd)
+            argv += ["--perms", "0644", "--file", str(fd), os.path.join(target, name)]
+    return argv, fds
+
+
+def base_argv() -> list[str]:
+    """The file system every sandbox gets: the machine read-only, private /tmp, /dev/shm and /proc."""
+    disk = int(value("COURSE_GRADING_DISK_MB") * 2**20)
+    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    hidden = hidden_paths()
+    for path in hidden:
+        argv += ["--tmpfs", path]
+    # Files written by the submission: one size-limited tmpfs for /tmp (the working folder lives there;
+    # other kernels' files are not visible), a small one for /dev/shm. Both count as memory in the cgroup.
+    argv += ["--size", str(disk), "--tmpfs", "/tmp", "--size", str(min(disk, 256 * 2**20)), "--tmpfs", "/dev/shm"]
+    for path in python_paths():
+        if inside(path, [*hidden, "/tmp"]):
+            argv += ["--ro-bind", path, path]
+    return argv
+
+
+def rule_stubs() -> list[str]:
+    """Mount the stub over the course's reference module, wherever it is installed."""
+    spec = importlib.util.find_spec("gptcourse")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    location = os.path.realpath(list(spec.submodule_search_locations)[0])
+    return ["--ro-bind", str(STUB), location]
+
+
+def set_rlimits(memory: int, group: cgroups.Cgroup | None) -> None:
+    """Per-process backstops, inherited by bwrap and the kernel (a student cannot raise a hard limit)."""
+    cpu = int(value("COURSE_GRADING_CPU_SECONDS"))
+    disk = int(value("COURSE_GRADING_DISK_MB") * 2**20)
+    # Address space: one runaway allocation fails inside the cell with a clean MemoryError.
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (disk, disk))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if group is None and os.getuid() != 0:
+        # Without a pids cgroup, cap the processes of this user (RLIMIT_NPROC counts all of them).
+        mine = sum(1 for entry in Path("/proc").iterdir() if entry.name.isdigit() and entry.stat().st_uid == os.getuid())
+        processes = mine + int(value("COURSE_GRADING_PROCESSES"))
+        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+
+
+def check() -> str | None:
+    """None if a sandbox starts here; otherwise what went wrong, for the instructor."""
+    try:
+        result = subprocess.run([*base_argv(), *NAMESPACES, "--", "true"], capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        return "bubblewrap is not installed (apt-get install bubblewrap)"
+    except subprocess.TimeoutExpired:
+        return "bubblewrap did not start within 30 s"
+    if result.returncode:
+        return (f"bubblewrap cannot create its namespaces here ({result.stderr.strip() or result.returncode}). "
+                "In a container, run it with user namespaces allowed (for example `docker run --privileged`, "
+                "or `--security-opt seccomp=unconfined --security-opt apparmor=unconfined`)")
+    return None
+
+
+def main(arguments: list[str]) -> None:
+    connection_file = os.path.abspath(arguments[0])
+    connection = json.load(open(connection_file))
+    memory = int(value("COURSE_GRADING_MEMORY_GB") * 2**30)
+
+    cgroups.sweep()
+    name = Path(connection_file).stem                 # the grader finds the group by the kernel's id
+    group = cgroups.create(name, memory, int(value("COURSE_GRADING_PROCESSES")))
+    if group is not None:
+        group.add(os.getpid())                        # bwrap and everything below it inherit the group
+    set_rlimits(memory, group)
+
+    argv = base_argv()
+    files, fds = copy_in(os.getcwd(), int(value("COURSE_GRADING_DISK_MB") * 2**20) // 2)
+    argv += files
+    readable = [p for p in os.environ.get("COURSE_GRADING_READABLE", "").split(os.pathsep) if p]
+    for path in [*readable, connection_file]:          # the start-up file, the connection file
+        argv += ["--ro-bind", path, path]
+    argv += rule_stubs()
+    if connection.get("transport") == "ipc":           # the kernel's sockets: a folder of their own
+        sockets = os.path.dirname(os.path.abspath(connection["ip"]))
+        argv += ["--bind", sockets, sockets]
+    argv += ["--clearenv"]
+    for key in KEPT_ENVIRONMENT:
+        if key in os.environ:
+            argv += ["--setenv", key, os.environ[key]]
+    argv += ["--setenv", "HOME", WORK, "--setenv", "TMPDIR", "/tmp", "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib",
+             "--setenv", "PYTHONNOUSERSITE", "1", "--chdir", WORK]
+    argv += [*NAMESPACES, "--", sys.executable, "-m", "ipykernel_launcher", "-f", connection_file, *arguments[1:]]
+    os.execvp("bwrap", argv)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -16,12 +16,14 @@ the same sanitizing, sandboxed execution, grading and gradebook writes as the co
 paying the command's start-up for every student. All workers share the one gradebook; SQLite's lock
 timeout covers their short writes (tests/test_grade_class.py and the benchmark `bench/grading.py`
 check the grades against sequential `nbgrader autograde`). Each grading kernel gets `cores / workers`
-threads.
+threads. The parent watches its workers: one that dies, or takes longer than the notebooks' time limit
+allows, is replaced, and the submission it held is reported as failed with the reason; the class goes on.
 
 Nothing is lost if a run is interrupted: a submission counts as graded once its autograded notebook
 holds executed cells (nbgrader writes the sanitized, unexecuted copy first and the executed one only
-after the grades are saved), so a rerun skips every student finished before the interruption and
-grades the rest. A newer submission (its timestamp.txt) is regraded, as nbgrader does; `--force`
+after the grades are saved) and the gradebook records it, so a rerun skips every student finished
+before the interruption and grades the rest. A newer submission (the timestamp.txt in `submitted/`,
+later than the time the gradebook recorded) is regraded, as nbgrader does; `--force`
 regrades everyone. Worker logs go to `autograder/gradebook/grade_class.log`.
 
 With `--shard I/K` each of K machines grades its own part of the class in its own copy of the
@@ -75,36 +77,59 @@ def submitted_students(course: Path, assignment: str) -> list[str]:
     return sorted(path.parent.name for path in (course / SUBMITTED).glob(f"*/{assignment}") if path.is_dir())
 
 
-def read_timestamp(folder: Path) -> str | None:
+def read_timestamp(folder: Path):
+    """The submission time in `folder`'s timestamp.txt as a datetime; None if missing or unreadable."""
+    from nbgrader.utils import parse_utc
+
     path = folder / "timestamp.txt"
-    return path.read_text().strip() if path.exists() else None
+    try:
+        return parse_utc(path.read_text().strip()) if path.is_file() and not path.is_symlink() else None
+    except (OSError, ValueError, TypeError, OverflowError):
+        return None
 
 
 def executed(notebook: Path) -> bool:
     """An autograded notebook nbgrader finished: some code cell ran (or was marked as not run)."""
+    if notebook.is_symlink() or not notebook.is_file():
+        return False
     try:
         cells = json.loads(notebook.read_text())["cells"]
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError):
         return False
     return any(cell.get("cell_type") == "code" and (cell.get("execution_count") is not None or cell.get("outputs"))
-               for cell in cells)
+               for cell in cells if isinstance(cell, dict))
 
 
-def is_graded(course: Path, assignment: str, student: str) -> bool:
+def graded_timestamps(course: Path, assignment: str) -> dict:
+    """student -> the submission time the gradebook recorded when that student was last graded."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    if not (course / "autograder" / "gradebook" / "gradebook.db").exists():
+        return {}
+    with Gradebook(gradebook_url(course)) as gradebook:
+        try:
+            return {s.student_id: s.timestamp for s in gradebook.assignment_submissions(assignment)}
+        except MissingEntry:
+            return {}
+
+
+def is_graded(course: Path, assignment: str, student: str, recorded: dict | None = None) -> bool:
+    """Decided from what the instructor's side holds: the submitted folder (nbgrader collect writes it)
+    and the gradebook. Nothing the graded notebook's kernel could write takes part."""
     submitted = course / SUBMITTED / student / assignment
     graded = course / AUTOGRADED / student / assignment
-    if not graded.is_dir():
+    if not graded.is_dir() or graded.is_symlink():
         return False
+    recorded = graded_timestamps(course, assignment) if recorded is None else recorded
+    if student not in recorded:
+        return False                  # the gradebook never saw this submission graded
     masters = {path.name for path in (course / SOURCE / assignment).glob("*.ipynb")}
     for name in masters:
         if (submitted / name).exists() and not executed(graded / name):
             return False              # interrupted between the sanitized copy and the graded one
-    new, old = read_timestamp(submitted), read_timestamp(graded)
-    if new is not None and old is not None:
-        from nbgrader.utils import parse_utc
-
-        if parse_utc(new) > parse_utc(old):
-            return False              # resubmitted since it was graded
+    new, old = read_timestamp(submitted), recorded[student]
+    if new is not None and old is not None and new > old:
+        return False                  # resubmitted since it was graded
     return True
 
 
@@ -122,10 +147,11 @@ def plan(course: Path, assignments: list[str], force: bool, students: list[str] 
     """The (assignment, student) pairs to grade, and how many were skipped as already graded."""
     units, skipped = [], 0
     for assignment in assignments:
+        recorded = {} if force else graded_timestamps(course, assignment)
         for student in submitted_students(course, assignment):
             if (students and student not in students) or not in_shard(student, shard):
                 continue
-            if not force and is_graded(course, assignment, student):
+            if not force and is_graded(course, assignment, student, recorded):
                 skipped += 1
             else:
                 units.append(Unit(assignment, student))
@@ -138,13 +164,11 @@ _app = None
 _worker = 0
 
 
-def start_worker(course: str, threads: int, log: str, counter) -> None:
+def start_worker(course: str, threads: int, log: str, number: int) -> None:
     """Runs once in each worker: quiet Ctrl-C (the parent decides), logs to a file, load the config."""
     global _app, _worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    with counter.get_lock():
-        counter.value += 1
-        _worker = counter.value
+    _worker = number
     handle = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.dup2(handle, 1)                # kernels' and nbgrader's output would break the progress bar
     os.dup2(handle, 2)
@@ -173,6 +197,12 @@ def grade(unit: Unit, force: bool = True) -> Result:
 
     started = time.perf_counter()
     error = ""
+    stamp = Path(_app.coursedir.format_path(_app.coursedir.submitted_directory, unit.student, unit.assignment)) / "timestamp.txt"
+    if stamp.exists() and read_timestamp(stamp.parent) is None:
+        # nbgrader would fail with an AttributeError of its own; say what is wrong and how to fix it.
+        error = (f"{stamp} does not hold a time ({stamp.read_text(errors='replace')[:40]!r}); "
+                 "correct it or remove it, then grade again")
+        return Result(unit.assignment, unit.student, False, round(time.perf_counter() - started, 3), _worker, error)
     try:
         with temp_attrs(_app.coursedir, assignment_id=unit.assignment, student_id=unit.student):
             converter = Autograde(coursedir=_app.coursedir, parent=_app)
@@ -184,8 +214,113 @@ def grade(unit: Unit, force: bool = True) -> Result:
     return Result(unit.assignment, unit.student, not error, round(time.perf_counter() - started, 3), _worker, error)
 
 
-def _grade_forced(unit: Unit) -> Result:
-    return grade(unit, force=True)
+def worker_main(connection, course: str, threads: int, log: str, number: int) -> None:
+    """A worker process: load the configuration once, then grade what the parent sends until None."""
+    start_worker(course, threads, log, number)
+    while (unit := connection.recv()) is not None:
+        # Every unit here needs grading: force removes a half-written output of an interrupted run.
+        connection.send(grade(unit, force=True))
+
+
+@dataclass
+class Slot:
+    """One worker process and the unit it is grading (None while idle)."""
+    process: multiprocessing.process.BaseProcess
+    connection: object
+    unit: Unit | None = None
+    started: float = 0.0
+
+
+class Supervisor:
+    """Grading workers watched from the parent: a worker that dies or overruns its time is replaced, and
+    the submission it was grading is reported failed with the reason; the other workers go on. (A
+    multiprocessing.Pool waits forever for the result of a worker that died.)"""
+
+    def __init__(self, course: Path, workers: int, threads: int, log: Path, unit_timeout: float):
+        self.context = multiprocessing.get_context("spawn")
+        self.args = (str(course), threads, str(log))
+        self.unit_timeout = unit_timeout
+        self.started = 0
+        self.slots = [self.spawn() for _ in range(workers)]
+
+    def spawn(self) -> Slot:
+        self.started += 1
+        parent, child = self.context.Pipe()
+        process = self.context.Process(target=worker_main, args=(child, *self.args, self.started), daemon=True)
+        process.start()
+        child.close()
+        return Slot(process, parent)
+
+    def replace(self, slot: Slot) -> None:
+        if slot.process.is_alive():
+            slot.process.kill()
+        slot.process.join(5)
+        slot.connection.close()
+        self.slots[self.slots.index(slot)] = self.spawn()
+
+    def run(self, units: list[Unit]):
+        """Yield a Result for every unit, in the order they finish."""
+        from multiprocessing.connection import wait
+
+        queue = list(reversed(units))
+        while queue or any(slot.unit for slot in self.slots):
+            for index, slot in enumerate(self.slots):
+                if slot.unit is None and queue:
+                    if not slot.process.is_alive():       # died while idle: nothing was lost
+                        self.replace(slot)
+                        slot = self.slots[index]
+                    slot.unit, slot.started = queue.pop(), time.monotonic()
+                    try:
+                        slot.connection.send(slot.unit)
+                    except OSError:
+                        pass                              # the sentinel below reports the death
+            busy = [slot for slot in self.slots if slot.unit]
+            ready = wait([s.connection for s in busy] + [s.process.sentinel for s in busy], timeout=1.0)
+            for slot in busy:
+                unit, elapsed = slot.unit, time.monotonic() - slot.started
+                if slot.connection in ready:
+                    try:
+                        result = slot.connection.recv()
+                    except (EOFError, OSError):
+                        result = None
+                    if result is not None:
+                        slot.unit = None
+                        yield result
+                        continue
+                if slot.process.sentinel in ready or not slot.process.is_alive():
+                    reason = f"the grading worker died (exit code {slot.process.exitcode}) while grading it"
+                elif elapsed > self.unit_timeout:
+                    reason = f"grading took longer than {self.unit_timeout:.0f} s; the worker was stopped"
+                else:
+                    continue
+                slot.unit = None
+                self.replace(slot)
+                yield Result(unit.assignment, unit.student, False, round(elapsed, 3), 0, reason)
+
+    def close(self) -> None:
+        for slot in self.slots:
+            try:
+                slot.connection.send(None)
+            except (OSError, ValueError):
+                pass
+        for slot in self.slots:
+            slot.process.join(10)
+            if slot.process.is_alive():
+                slot.process.kill()
+
+    def terminate(self) -> None:
+        for slot in self.slots:
+            slot.process.kill()
+            slot.process.join(5)
+
+
+def unit_timeout(course: Path) -> float:
+    """How long one submission may take to grade: its notebooks' time limit, plus start-up and saving."""
+    sys.path.insert(0, str(course / "autograder"))
+    from grading_limits import value
+
+    notebooks = max(1, max((len(list(p.glob("*.ipynb"))) for p in (course / SOURCE).iterdir() if p.is_dir()), default=1))
+    return notebooks * value("COURSE_GRADING_NOTEBOOK_TIMEOUT") + 120
 
 
 # --- the command ---------------------------------------------------------------------------------
@@ -222,29 +357,24 @@ def grade_class(course: Path, assignments: list[str], workers: int | None = None
     log.parent.mkdir(parents=True, exist_ok=True)
     if units:
         prepare_gradebook(course, sorted({unit.student for unit in units}))
-        context = multiprocessing.get_context("spawn")
-        counter = context.Value("i", 0)
-        pool = context.Pool(workers, initializer=start_worker, initargs=(str(course), threads, str(log), counter))
+        supervisor = Supervisor(course, workers, threads, log, unit_timeout(course))
         bar = tqdm(total=len(units), unit="notebook", desc="autograding", disable=not progress,
                    dynamic_ncols=True, file=sys.stderr)
         try:
-            # Every unit here needs grading: force removes a half-written output of an interrupted run.
-            for result in pool.imap_unordered(_grade_forced, units):
+            for result in supervisor.run(units):
                 results.append(result)
                 bar.update()
                 failed = sum(not r.success for r in results)
                 if failed:
                     bar.set_postfix(failed=failed)
-            pool.close()
         except KeyboardInterrupt:
             bar.close()
-            pool.terminate()          # kernels die with their worker (bwrap --die-with-parent)
-            pool.join()
+            supervisor.terminate()    # kernels die with their worker (bwrap --die-with-parent)
             print(f"\nInterrupted: {len(results)} graded in this run are kept; rerun to grade the "
                   f"{len(units) - len(results)} left.", file=sys.stderr)
             raise SystemExit(130)
         bar.close()
-        pool.join()
+        supervisor.close()
     return {
         "course": str(course), "assignments": assignments, "workers": workers, "threads_per_kernel": threads,
         "graded": len(results), "skipped": skipped,

@@ -52,6 +52,7 @@ def make_course(root: Path) -> Path:
     (root / "autograder").mkdir()
     for script in (REPO / "autograder").glob("*.py"):        # the configuration and its plugins
         shutil.copy(script, root / "autograder")
+    shutil.copytree(REPO / "autograder" / "sandbox_stubs", root / "autograder" / "sandbox_stubs")
     return root
 
 
