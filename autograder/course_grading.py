@@ -1,36 +1,60 @@
 """nbgrader plugins that keep grading honest when a submission misbehaves. Loaded by nbgrader_config.py.
 
+- Intake: runs first. Refuses an oversized notebook (graded as the unanswered release), drops flags a
+  student wrote into the notebook (flags are the grader's), and repairs nbgrader metadata that would
+  make nbgrader's own preprocessors raise (an empty or malformed record, a copied cell's duplicate id),
+  so one student's notebook can never stop the class.
 - RestoreFromRelease: before nbgrader's own sanitizing, every cell the release marks (answers, tests,
   locked text) gets its nbgrader metadata back from the release, so relabelled tests (points raised, a
   test turned into an answer) cannot confuse or crash nbgrader, and deleted test or locked cells are put
   back in place (nbgrader's own add_missing_cells fails when a deleted test follows a markdown cell).
   nbgrader's OverwriteCells then restores their source, hidden tests included, from the gradebook.
-- GuardedExecute: a kernel that dies (os._exit, a segfault, the CPU-time limit) no longer throws the
-  whole submission away. The cell that killed it shows an error, later cells are marked as not run,
-  and everything before keeps its points. Deaths and timeouts become flags.
+- GuardedExecute: runs the notebook in the sandbox and decides each test cell's verdict itself.
+  A test cell earns all or nothing, on whether it raised (the kernel's reply, not a displayed value:
+  nbgrader would read a displayed number as partial credit). Before the first cell it takes the grading
+  guard's fingerprint (kernel_startup.py) and compares every later one with it, outside the kernel:
+  from the first change on, checks earn no points. It withholds any output that quotes hidden test
+  code, caps how much output it keeps, enforces the notebook's total time, flags broken assignment
+  rules, and reads the submission's cgroup (a process killed for memory, a fork refused). A kernel that
+  dies no longer throws the submission away: earlier checks keep their points, later cells are marked
+  as not run.
 - RecordFlags: writes the flags (deaths, timeouts, tampering, restored tests) into the autograded
   notebook's metadata, where the per-check export and the instructor's summary read them.
 - HideHiddenTests: the feedback a student receives shows which checks failed and their messages, but
-  neither the hidden test code nor tracebacks that would quote it.
+  neither the hidden test code nor tracebacks that would quote it. (nbconvert's SanitizeHTML, configured
+  after it, removes scripts and event handlers from outputs and markdown.)
 - PerCheckExport: `nbgrader export --exporter=course_grading.PerCheckExport` writes one column per
-  graded test cell plus the flags, so an instructor sees which misconception each student has.
+  graded test cell plus the flags, so an instructor sees which misconception each student has. Every
+  text cell is written so that a spreadsheet reads it as text, never as a formula.
 """
 
 from __future__ import annotations
 
+import ast
 import csv
+import json
 import re
+import secrets
+import time
 from pathlib import Path
 
 import nbformat
+from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.plugins import ExportPlugin
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Bool, Unicode
+from traitlets import Bool, Dict, List, Unicode
 
-FLAGS = "course_grading"          # key of our record in a notebook's metadata
-HIDDEN_REGION = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", re.S)
+import cgroups
+from grading_limits import value
+
+FLAGS = "course_grading"          # key of the grader's record in an autograded notebook's metadata
+HIDDEN_REGION = re.compile(r"### BEGIN HIDDEN TESTS(.*?)### END HIDDEN TESTS", re.S)
+WITHHELD = "[output withheld by the grader: it quoted hidden test code]"
+# Shortest hidden-test line (spaces removed) whose appearance in an output counts as a quotation.
+QUOTE_MIN = 24
+STRING_LINE = re.compile(r"""^\(*[rRbBfFuU]{0,2}["']""")
 
 
 def error_output(ename: str, evalue: str) -> NotebookNode:
@@ -47,8 +71,62 @@ def add_flag(resources: dict, flag: str) -> None:
         flags.append(flag)
 
 
+def nbgrader_record(cell: NotebookNode) -> dict:
+    record = cell.get("metadata", {}).get("nbgrader", {})
+    return record if isinstance(record, dict) else {}
+
+
 def grade_id(cell: NotebookNode) -> str | None:
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    cell_id = nbgrader_record(cell).get("grade_id")
+    return cell_id if isinstance(cell_id, str) and cell_id else None
+
+
+def is_test(cell: NotebookNode) -> bool:
+    record = nbgrader_record(cell)
+    return bool(record.get("grade")) and not record.get("solution")
+
+
+def release_notebook(root: str, resources: dict) -> NotebookNode:
+    info = resources["nbgrader"]
+    return nbformat.read(Path(root) / info["assignment"] / f"{info['notebook']}.ipynb", as_version=4)
+
+
+class Intake(NbGraderPreprocessor):
+    """First of all: size, forged flags, and nbgrader metadata that nbgrader itself would choke on."""
+
+    release_root = Unicode("", help="The course's release folder (exercises/); set in nbgrader_config.py").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        flags = []
+        size = len(nbformat.writes(nb).encode())
+        limit = value("COURSE_GRADING_NOTEBOOK_MB") * 2**20
+        if size > limit:
+            release = release_notebook(self.release_root, resources)
+            nb.cells = release.cells
+            flags.append(f"refused at intake: the notebook is {size / 2**20:.1f} MB, over the limit of "
+                         f"{limit / 2**20:g} MB; graded as the unanswered release")
+        # Flags are written by the grader only: whatever the student put there is dropped.
+        nb.metadata.pop(FLAGS, None)
+        nb.metadata.pop("widgets", None)
+        seen_ids, seen_cell_ids = set(), set()
+        for cell in nb.cells:
+            cell.metadata.pop(FLAGS, None)
+            if "nbgrader" in cell.metadata:
+                record = cell.metadata["nbgrader"]
+                cell_id = grade_id(cell)
+                if cell_id is None or not isinstance(record, dict):
+                    del cell.metadata["nbgrader"]          # empty or malformed: an ordinary cell
+                elif cell_id in seen_ids:
+                    del cell.metadata["nbgrader"]          # a copied cell: the first one keeps the id
+                    flags.append(f"a copy of cell {cell_id} was graded as an ordinary cell")
+                else:
+                    seen_ids.add(cell_id)
+            if cell.get("id") in seen_cell_ids:            # a copied cell's nbformat id
+                cell["id"] = secrets.token_hex(4)
+            seen_cell_ids.add(cell.get("id"))
+        if flags:
+            nb.metadata[FLAGS] = {"flags": flags}          # read back by GuardedExecute
+        return nb, resources
 
 
 class RestoreFromRelease(NbGraderPreprocessor):
@@ -75,7 +153,7 @@ class RestoreFromRelease(NbGraderPreprocessor):
                     cell.metadata.pop(key, None)
                     if key in original.metadata:
                         cell.metadata[key] = original.metadata[key]
-            elif cell_id is not None:
+            elif "nbgrader" in cell.metadata:
                 cell.metadata.pop("nbgrader")                         # a label the release never gave
             kept.append(cell)
 
@@ -95,14 +173,56 @@ class RestoreFromRelease(NbGraderPreprocessor):
         return nb, resources
 
 
+
+def hidden_lines(nb: NotebookNode) -> set[str]:
+    """Every line of hidden test code long enough to recognise, with its spaces removed."""
+    lines = set()
+    for cell in nb.cells:
+        if cell.cell_type == "code" and is_test(cell):
+            for region in HIDDEN_REGION.findall(cell.source):
+                for line in region.splitlines():
+                    squeezed = re.sub(r"\s+", "", line)
+                    # A line that is only a string (part of a check's message) is meant to be shown.
+                    if len(squeezed) >= QUOTE_MIN and not squeezed.startswith("#") and not STRING_LINE.match(squeezed):
+                        lines.add(squeezed)
+    return lines
+
+
+def output_text(output: NotebookNode) -> str:
+    if output.output_type == "stream":
+        return output.get("text", "")
+    if output.output_type == "error":
+        return f"{output.get('ename', '')}: {output.get('evalue', '')}\n" + "\n".join(output.get("traceback", []))
+    return "\n".join(str(data) if isinstance(data, str) else json.dumps(data)
+                     for data in output.get("data", {}).values())
+
+
 class GuardedExecute(Execute):
-    """nbgrader's Execute, which survives a dead kernel and flags deaths and timeouts."""
+    """nbgrader's Execute, with verdicts, limits and the tamper guard decided on the grader's side."""
 
     sandbox_kernel = Unicode("", help="Kernelspec that every submission runs in (the grading sandbox)").tag(config=True)
+    rules = Dict(default_value={}, help="Assignment -> rules: [{'functions': [dotted names], 'message': "
+                 "what the rule asks}]; a forbidden function called from the student's code fails and is "
+                 "flagged").tag(config=True)
+    max_message_bytes = 32 * 2**20    # a bigger single message from the kernel is dropped by ZeroMQ
+
+    # --- the notebook -------------------------------------------------------------------------------
 
     def preprocess(self, nb, resources, km=None):
         self._died_in = None
         self._tampered: list[str] = []
+        self._baseline = None
+        self._kernel_id = None
+        self._deadline = time.monotonic() + value("COURSE_GRADING_NOTEBOOK_TIMEOUT")
+        self._notebook_bytes = 0
+        self._hidden = hidden_lines(nb)
+        self._assignment = resources.get("nbgrader", {}).get("assignment", "")
+        # The cells whose code may call what a rule forbids (as a reference), by the name the kernel
+        # compiles them under (ipykernel names a cell's code after a hash of its source).
+        from ipykernel.compiler import get_tmp_hash_seed, murmur2_x86
+
+        self._grader_cells = [murmur2_x86(cell.source, get_tmp_hash_seed()) for cell in nb.cells
+                              if cell.cell_type == "code" and (is_test(cell) or nbgrader_record(cell).get("locked"))]
         for flag in notebook_flags(nb):          # recorded while sanitizing, before this stage
             add_flag(resources, flag)
         # The notebook's kernelspec decides the kernel (Execute.kernel_name does not survive nbconvert
@@ -120,6 +240,7 @@ class GuardedExecute(Execute):
         finally:
             if kernelspec is not None:
                 nb.metadata["kernelspec"] = kernelspec
+            self.release_cgroup(resources)
         for cell in nb.cells:
             if any(out.get("ename") == "CellTimeoutError" for out in cell.get("outputs", [])):
                 add_flag(resources, f"timeout in {grade_id(cell) or 'an ungraded cell'}")
@@ -127,23 +248,60 @@ class GuardedExecute(Execute):
             add_flag(resources, f"kernel died in {self._died_in}")
         return nb, resources
 
+    async def async_start_new_kernel_client(self):
+        # Bound what one message can cost the grader's memory (a notebook printing 300 MB at once).
+        import zmq
+
+        self.km.context.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
+        client = await super().async_start_new_kernel_client()
+        self._kernel_id = Path(self.km.connection_file).stem
+        return client
+
+    # nbclient binds the synchronous name to its own coroutine, so it is bound again to ours.
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
+
+    def release_cgroup(self, resources) -> None:
+        """Read what the submission's cgroup saw, then make sure nothing of it survives."""
+        group = cgroups.find(self._kernel_id) if self._kernel_id else None
+        if group is None:
+            self.log.info("no cgroup for kernel %s (limits were per process)", self._kernel_id)
+            return
+        events = group.events()
+        group.remove()
+        self.log.info("cgroup of kernel %s: %s", self._kernel_id, events)
+        if events["oom_kill"]:
+            add_flag(resources, f"memory limit reached ({value('COURSE_GRADING_MEMORY_GB'):g} GB for the whole "
+                                "submission): a process was killed")
+        if events["pids_max"]:
+            add_flag(resources, f"process limit reached ({value('COURSE_GRADING_PROCESSES'):g} processes and "
+                                "threads): a new one was refused")
+
+    def _get_timeout(self, cell):
+        remaining = max(1, int(self._deadline - time.monotonic()))
+        timeout = super()._get_timeout(cell)
+        return remaining if timeout is None else min(timeout, remaining)
+
+    # --- one cell -----------------------------------------------------------------------------------
+
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":
             return cell, resources
         if self._died_in:
             cell.outputs = [error_output("KernelDied", f"not run: the kernel died earlier, in {self._died_in}")]
             return cell, resources
-        try:
-            cell, resources = super().preprocess_cell(cell, resources, index)
-            if cell.metadata.get("nbgrader", {}).get("grade") and not self._tampered:
-                self._tampered = self.replaced_by_student()
-                if self._tampered:
-                    add_flag(resources, f"tampering detected after {grade_id(cell)}: {', '.join(self._tampered)}")
-            if self._tampered and cell.metadata.get("nbgrader", {}).get("grade"):
-                cell.outputs.append(error_output(
-                    "GradingIntegrityError", "code in this notebook replaced what the checks rely on "
-                    f"({', '.join(self._tampered)}); checks from here on earn no points"))
+        if time.monotonic() >= self._deadline:
+            add_flag(resources, f"notebook time limit reached ({value('COURSE_GRADING_NOTEBOOK_TIMEOUT'):g} s)")
+            cell.outputs = [error_output("NotebookTimeLimit", "not run: the notebook used up its time limit")]
             return cell, resources
+        self._cell_bytes, self._cell_truncated = 0, False
+        try:
+            if self._baseline is None:
+                self._baseline = self.ask_guard(setup=True)
+            cell, resources = super().preprocess_cell(cell, resources, index)
+            self.withhold_quotations(cell, resources)
+            self.flag_limits_and_rules(cell, resources)
+            if is_test(cell):
+                self.judge(cell, resources)
         except (DeadKernelError, CellTimeoutError, TimeoutError) as error:
             # A dead kernel, or one too broken to answer (for example after patching builtins).
             self._died_in = grade_id(cell) or f"cell {index}"
@@ -152,19 +310,121 @@ class GuardedExecute(Execute):
                 "KernelDied", f"the Python kernel {cause} while running this cell (for example os._exit, a "
                 "crash in native code, or the grader's memory or CPU-time limit); later cells were not run"))
             return cell, resources
+        return cell, resources
 
+    def judge(self, cell, resources) -> None:
+        """All or nothing: nbgrader reads a displayed number in a test cell as partial credit, so a
+        displayed value becomes an ordinary display; and no check counts once the guard saw a change."""
+        for output in cell.outputs:
+            if output.output_type == "execute_result":
+                output.output_type = "display_data"
+                output.pop("execution_count", None)
+                add_flag(resources, "a test cell displayed a value, which nbgrader would have read as a partial "
+                                    "score; test cells score all or nothing")
+        if not self._tampered:
+            report = self.ask_guard()
+            self._tampered = self.changes(report)
+            already = any(flag.startswith("rule broken") for flag in resources.get(FLAGS, []))
+            for rule in report.get("rules_broken", []) if isinstance(report, dict) and not already else []:
+                add_flag(resources, f"rule broken: your code called {rule}, which this assignment forbids")
+            if self._tampered:
+                add_flag(resources, f"tampering detected after {grade_id(cell)}: {', '.join(self._tampered)}")
+        if self._tampered:
+            cell.outputs.append(error_output(
+                "GradingIntegrityError", "code in this notebook changed what the checks rely on "
+                f"({', '.join(self._tampered)}); checks from here on earn no points"))
 
-    def replaced_by_student(self) -> list[str]:
-        """Ask the guard installed by kernel_startup.py what the notebook has replaced so far."""
-        expression = "__import__('sys').modules['_course_guard'].tampered()"
+    def changes(self, report) -> list[str]:
+        baseline = self._baseline if isinstance(self._baseline, dict) else None
+        current = report.get("fingerprint") if isinstance(report, dict) else None
+        if baseline is None:
+            return ["the grading guard (it did not answer before the first cell)"]
+        if not isinstance(current, dict):
+            return ["the grading guard itself"]
+        return [label for label, token in baseline.items() if current.get(label) != token] or \
+            [label for label in current if label not in baseline]
+
+    def ask_guard(self, setup: bool = False):
+        """Ask the guard in the kernel (kernel_startup.py) for its fingerprint; None if it cannot answer."""
+        if setup:
+            rules = self.rules.get(self._assignment, [])
+            expression = f"__import__('sys').modules['_course_guard'].setup({rules!r}, {self._grader_cells!r})"
+        else:
+            expression = "__import__('sys').modules['_course_guard'].report()"
         msg_id = self.kc.execute("", silent=True, store_history=False, user_expressions={"guard": expression})
         reply = self.wait_for_reply(msg_id)
-        result = reply["content"].get("user_expressions", {}).get("guard", {})
+        result = (reply or {}).get("content", {}).get("user_expressions", {}).get("guard", {})
         if result.get("status") != "ok":
-            return ["the grading guard itself"]
-        import ast
+            return None
+        try:
+            return ast.literal_eval(result["data"]["text/plain"])
+        except (ValueError, SyntaxError, KeyError, MemoryError, RecursionError):
+            return None
 
-        return list(ast.literal_eval(result["data"]["text/plain"]))
+    # --- outputs --------------------------------------------------------------------------------------
+
+    def output(self, outs, msg, display_id, cell_index):
+        """Keep at most the cell's and the notebook's share of output; errors are always kept (short)."""
+        out = super().output(outs, msg, display_id, cell_index)
+        if out is None:
+            return out
+        if out.output_type == "error":
+            out.evalue = str(out.get("evalue", ""))[:2000]
+            out.traceback = [line[:2000] for line in out.get("traceback", [])[:50]]
+            return out
+        size = len(output_text(out).encode())
+        cell_limit = value("COURSE_GRADING_OUTPUT_CELL_KB") * 2**10
+        notebook_limit = value("COURSE_GRADING_OUTPUT_NOTEBOOK_MB") * 2**20
+        if self._cell_bytes + size > cell_limit or self._notebook_bytes + size > notebook_limit:
+            outs.remove(out)
+            if not self._cell_truncated:
+                self._cell_truncated = True
+                outs.append(NotebookNode(output_type="stream", name="stdout", text=(
+                    f"\n[output truncated by the grader: a cell keeps {cell_limit / 2**10:g} KB and a notebook "
+                    f"{notebook_limit / 2**20:g} MB of output]\n")))
+            return None
+        self._cell_bytes += size
+        self._notebook_bytes += size
+        return out
+
+    def handle_comm_msg(self, outs, msg, cell_index):
+        """Widgets are not graded, and an Output widget could capture a test cell's outputs."""
+
+    def process_message(self, msg, cell, cell_index):
+        if msg.get("msg_type") == "update_display_data":
+            return None              # rewriting an earlier output (for example a test cell's) is not allowed
+        return super().process_message(msg, cell, cell_index)
+
+    def withhold_quotations(self, cell, resources) -> None:
+        """Replace outputs that quote hidden test code (a stream may be split over several outputs,
+        so the cell's printed text is also checked as a whole)."""
+        if not self._hidden:
+            return
+
+        def quotes(text):
+            squeezed = re.sub(r"\s+", "", text)
+            return any(line in squeezed for line in self._hidden)
+
+        printed = "".join(output_text(o) for o in cell.outputs if o.output_type != "error")
+        quoted = [o for o in cell.outputs if quotes(output_text(o))]
+        if not quoted and not quotes(printed):
+            return
+        add_flag(resources, f"an output of {grade_id(cell) or 'an ungraded cell'} quoted hidden test code and was withheld")
+        kept = [error_output(o.get("ename", "Error"), WITHHELD) if o in quoted else o
+                for o in cell.outputs if o.output_type == "error"]
+        cell.outputs = [NotebookNode(output_type="stream", name="stdout", text=WITHHELD + "\n"), *kept]
+
+    def flag_limits_and_rules(self, cell, resources) -> None:
+        where = grade_id(cell) or "an ungraded cell"
+        for output in cell.outputs:
+            text = output_text(output)
+            if output.get("ename") == "CourseRuleError":
+                rule = str(output.get("evalue", "")).removeprefix("course rule: ")
+                add_flag(resources, f"rule broken: {rule}"[:300])
+            if "No space left on device" in text or "File too large" in text:
+                add_flag(resources, f"disk limit reached in {where} ({value('COURSE_GRADING_DISK_MB'):g} MB of files)")
+            if "output truncated by the grader" in text:
+                add_flag(resources, "output limit reached: some output was not kept")
 
 
 class RecordFlags(NbGraderPreprocessor):
@@ -181,14 +441,31 @@ class HideHiddenTests(NbGraderPreprocessor):
     enabled = Bool(True, help="Hide hidden tests in feedback (turn off to release them after the due date)").tag(config=True)
     placeholder = Unicode("# (hidden checks ran here; any message they raised is shown below)").tag(config=True)
 
+    def preprocess(self, nb, resources):
+        self._hidden = hidden_lines(nb) if self.enabled else set()
+        return super().preprocess(nb, resources)
+
     def preprocess_cell(self, cell, resources, index):
-        if not self.enabled or cell.cell_type != "code" or not cell.metadata.get("nbgrader", {}).get("grade"):
+        if not self.enabled or cell.cell_type != "code":
             return cell, resources
-        cell.source = HIDDEN_REGION.sub(self.placeholder, cell.source)
         for output in cell.get("outputs", []):
             if output.output_type == "error":
                 output.traceback = [f"{output.ename}: {output.evalue}"]
+            # A second line of defence: GuardedExecute already withheld such outputs while grading.
+            squeezed = re.sub(r"\s+", "", output_text(output))
+            if any(line in squeezed for line in self._hidden):
+                output.clear()
+                output.update(output_type="stream", name="stdout", text=WITHHELD + "\n")
+        if is_test(cell):
+            cell.source = HIDDEN_REGION.sub(self.placeholder, cell.source)
         return cell, resources
+
+
+def spreadsheet_safe(value):
+    """A spreadsheet treats a cell that starts with = + - @ (or a tab or carriage return) as a formula."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
 
 
 class PerCheckExport(ExportPlugin):
@@ -218,14 +495,12 @@ class PerCheckExport(ExportPlugin):
             writer = csv.DictWriter(handle, ["student_id", "assignment", "notebook", "score", "max_score",
                                              *columns, "flags"])
             writer.writeheader()
-            writer.writerows(rows)
+            writer.writerows({key: spreadsheet_safe(cell) for key, cell in row.items()} for row in rows)
         self.log.info("Wrote per-check grades of %d submissions to %s", len(rows), path)
 
     def flags(self, student: str, assignment: str, notebook: str) -> list[str]:
-        import nbformat
-
         path = Path(self.autograded) / student / assignment / f"{notebook}.ipynb"
-        if path.exists():
+        if path.is_file() and not path.is_symlink():
             return notebook_flags(nbformat.read(path, as_version=4))
         handed_in = Path(self.submitted) / student / assignment
         expected = handed_in / f"{notebook}.ipynb"

@@ -1,21 +1,27 @@
 """Runs in every grading kernel before the student's first cell (IPKernelApp.exec_files).
 
-Limits what one submission can take from the grading machine, and seeds every random number
-generator so that grading the same notebook twice gives the same result. The limits come from
-nbgrader_config.py through environment variables.
+Seeds every random number generator, so that grading the same notebook twice gives the same result,
+and installs the grading guard `_course_guard`, which the grader (course_grading.GuardedExecute) asks,
+before the first cell and after every cell, for a fingerprint of what the checks rely on.
+
+The grader, not this module, decides whether anything changed: it keeps the first fingerprint (taken
+before any student code ran) and compares each later one with it. Replacing the guard's functions
+therefore does not switch it off; it changes the fingerprint. What the fingerprint covers:
+
+- the functions and classes the tests call (builtins, torch, torch.nn.functional, NumPy's comparisons);
+- how a cell is read and run: IPython's input and AST transformers, the compiler, `run_cell` and the
+  kernel's execute handler, the display and exception hooks (a display hook can fake a partial score);
+- what runs between the lines: trace and profile functions, PyTorch's function and dispatch modes
+  (a mode can route a test's reference call to the student's code);
+- the modules the tests import, and the notebook's names `torch` and `F`.
+
+Assignment rules: `setup()` can forbid functions (assignment 1 forbids PyTorch's own LayerNorm). A
+forbidden function still works when a locked or test cell calls it, as a reference; called from the
+student's code (directly, or through a module such as `nn.LayerNorm`) it raises `CourseRuleError`,
+which the grader flags and which fails every check that uses that code.
 """
 
-import os
 import random
-import resource
-
-_memory = int(float(os.environ.get("COURSE_GRADING_MEMORY_GB", "4")) * 2**30)
-_cpu = int(os.environ.get("COURSE_GRADING_CPU_SECONDS", "300"))
-# Address space: a runaway allocation fails with a MemoryError/RuntimeError in the student's cell
-# instead of pushing the machine into swap or the OOM killer.
-resource.setrlimit(resource.RLIMIT_AS, (_memory, _memory))
-# CPU time for the whole kernel: past it the kernel is killed, and the grader records that.
-resource.setrlimit(resource.RLIMIT_CPU, (_cpu, _cpu))
 
 random.seed(0)
 try:
@@ -30,64 +36,196 @@ try:
     torch.manual_seed(0)
 except ImportError:
     pass
-
-del os, random, resource, _memory, _cpu
+del random
 
 
 def _install_guard():
-    """Remember what the checks rely on, so the grader can tell when a submission replaced it.
-
-    The grader calls `sys.modules["_course_guard"].tampered()` after every test cell; it lists the
-    functions, classes and notebook names that no longer are what they were when the kernel started.
-    """
     import builtins
+    import os
     import sys
+    import threading
     import types
 
-    watched = []
+    ip = get_ipython()   # noqa: F821 (IPython provides it in exec_files)
+    _id, _type, _getattr, _vars = id, type, getattr, vars
+    watched = []          # (label, owner, attribute name)
+    probes = []           # (label, function of no arguments)
+    broken = []           # rule violations seen so far
 
     def watch(label, owner, names):
         for name in names:
             if hasattr(owner, name):
-                watched.append((f"{label}.{name}", owner, name, getattr(owner, name)))
+                watched.append((f"{label}.{name}", owner, name))
 
     watch("builtins", builtins, [
         "isinstance", "issubclass", "type", "abs", "float", "int", "round", "len", "all", "any", "max",
         "min", "sum", "zip", "range", "list", "tuple", "dict", "set", "str", "repr", "getattr", "hasattr",
-        "callable", "id", "AssertionError", "Exception", "ValueError", "TypeError", "RuntimeError",
-        "NotImplementedError", "KeyError", "__import__",
+        "callable", "id", "AssertionError", "Exception", "BaseException", "ValueError", "TypeError",
+        "RuntimeError", "NotImplementedError", "KeyError", "__import__", "__build_class__", "compile",
+        "exec", "eval", "print", "object", "super", "iter", "next", "sorted", "enumerate",
     ])
+    watch("sys", sys, ["displayhook", "excepthook", "breakpointhook"])
+    for label, owner in (("shell", ip), ("kernel", getattr(ip, "kernel", None))):
+        if owner is None:
+            continue
+        for name in ("run_cell", "run_cell_async", "run_ast_nodes", "run_code", "transform_cell",
+                     "transform_ast", "showtraceback", "_showtraceback", "showsyntaxerror", "user_expressions",
+                     "do_execute", "execute_request", "should_run_async", "_run_cell", "run_line_magic"):
+            if hasattr(_type(owner), name) or name in _vars(owner):
+                # A method patched on the class, or shadowed on the instance.
+                probes.append((f"{label}.{name}", lambda o=owner, n=name: (
+                    _id(_getattr(_type(o), n, None)), _id(_vars(o).get(n)))))
+    probes += [
+        ("shell.input_transformers_cleanup", lambda: [_id(t) for t in ip.input_transformers_cleanup]),
+        ("shell.input_transformers_post", lambda: [_id(t) for t in ip.input_transformers_post]),
+        ("shell.input_transformer_manager", lambda: [
+            _id(ip.input_transformer_manager),
+            [_id(t) for t in ip.input_transformer_manager.cleanup_transforms],
+            [_id(t) for t in ip.input_transformer_manager.line_transforms],
+            [_id(t) for t in ip.input_transformer_manager.token_transformers]]),
+        ("shell.ast_transformers", lambda: [_id(t) for t in ip.ast_transformers]),
+        ("shell.displayhook", lambda: _id(ip.displayhook)),
+        ("shell.display_pub", lambda: _id(ip.display_pub)),
+        ("shell.custom_exceptions", lambda: repr(ip.custom_exceptions)),
+        ("shell.compile", lambda: (_id(ip.compile), _id(_type(ip.compile).get_code_name))),
+        ("kernel.shell_handlers", lambda: sorted((k, _id(v)) for k, v in ip.kernel.shell_handlers.items())),
+        ("sys.settrace", lambda: _id(sys.gettrace())),
+        ("sys.setprofile", lambda: _id(sys.getprofile())),
+        ("threading.settrace", lambda: (_id(threading._trace_hook), _id(threading._profile_hook))),
+        ("IPYKERNEL_CELL_NAME", lambda: os.environ.get("IPYKERNEL_CELL_NAME")),
+        ("sys.modules", lambda: [(n, _id(sys.modules.get(n))) for n in
+                                 ("builtins", "sys", "torch", "torch.nn.functional", "numpy", "_course_guard")]),
+        ("the guard", lambda: (_id(sys.modules.get("_course_guard")), _id(_getattr(sys.modules.get("_course_guard"), "report", None)))),
+    ]
     modules = {}
     try:
-        import numpy
         import torch
         import torch.nn.functional as F
 
         modules.update(torch=torch, F=F)     # the names the assignments' locked setup cells bind
         # Not manual_seed: importing transformers legitimately wraps it.
-        watch("torch", torch, ["allclose", "equal", "isclose", "tensor", "randn", "is_tensor",
-                               "Tensor", "Generator", "testing", "nn"])
+        watch("torch", torch, ["allclose", "equal", "isclose", "tensor", "randn", "is_tensor", "Tensor",
+                               "Generator", "testing", "nn", "zeros", "ones"])
         watch("torch.testing", torch.testing, ["assert_close"])
         watch("torch.Tensor", torch.Tensor, ["__eq__", "__ne__", "__lt__", "__gt__", "__bool__", "__float__",
                                              "tolist", "item", "allclose", "equal", "abs", "max", "min",
                                              "isclose", "all", "any", "numpy", "detach", "clone"])
+        # A classmethod: compare the stored descriptor, not the bound method a lookup creates.
+        probes.append(("torch.Tensor.__torch_function__", lambda: _id(_vars(torch.Tensor).get("__torch_function__"))))
         watch("torch.nn.functional", F, ["layer_norm", "gelu", "scaled_dot_product_attention", "linear",
-                                         "softmax", "dropout", "embedding"])
+                                         "softmax", "dropout", "embedding", "cross_entropy"])
+        probes.append(("torch function modes", lambda: torch._C._len_torch_function_stack()))
+        probes.append(("torch dispatch modes", lambda: torch._C._len_torch_dispatch_stack()))
+        probes.append(("torch function enabled", lambda: torch._C._is_torch_function_enabled()))
         watch("numpy", numpy, ["allclose", "array_equal", "isclose", "asarray", "array"])
         watch("numpy.testing", numpy.testing, ["assert_allclose", "assert_array_equal"])
-    except ImportError:
+    except (ImportError, AttributeError, NameError):
         pass
-    user_ns = get_ipython().user_ns   # noqa: F821 (IPython provides it in exec_files)
-    _getattr = getattr
+    user_ns = ip.user_ns
+    user_ns_id = _id(user_ns)
 
-    def tampered():
-        changed = [label for label, owner, name, original in watched if _getattr(owner, name, None) is not original]
-        changed += [f"the notebook's name {name!r}" for name, module in modules.items()
-                    if name in user_ns and user_ns[name] is not module]
-        return changed
+    def fingerprint():
+        """label -> token; the grader compares every later fingerprint with the first one."""
+        tokens = {label: repr(_id(_getattr(owner, name, None))) for label, owner, name in watched}
+        for label, probe in probes:
+            try:
+                tokens[label] = repr(probe())
+            except Exception as error:          # a probe that fails is a change too
+                tokens[label] = f"unreadable: {_type(error).__name__}"
+        tokens["the notebook's namespace"] = repr(_id(ip.user_ns) == user_ns_id)
+        for name, module in modules.items():
+            tokens[f"the notebook's name {name!r}"] = repr(name not in user_ns or user_ns[name] is module)
+        return tokens
+
+    # --- assignment rules ------------------------------------------------------------------------------
+
+    class CourseRuleError(Exception):
+        pass
+
+    CourseRuleError.__module__ = "builtins"      # shown as plain CourseRuleError in the notebook
+
+    def resolve(path):
+        owner_path, _, name = path.rpartition(".")
+        owner = sys.modules.get(owner_path) or __import__(owner_path, fromlist=["_"])
+        return owner, name
+
+    cell_folder = os.path.dirname(ip.compile.get_code_name("", "", 0)) + os.sep
+    grader_files = set()
+    getframe = sys._getframe
+
+    def from_student(depth=2):
+        """True when the nearest notebook cell on the call stack is not one of the grader's own."""
+        frame = getframe(depth)
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename.startswith(cell_folder) or filename.startswith("<ipython-input"):
+                return filename not in grader_files
+            frame = frame.f_back
+        return False
+
+    def forbid(paths, message):
+        """Make each function in `paths` raise CourseRuleError when called from the student's code."""
+        for path in paths:
+            try:
+                owner, name = resolve(path)
+                original = _getattr(owner, name)
+            except (ImportError, AttributeError):
+                continue
+
+            def guarded(*args, __original=original, __path=path, **kwargs):
+                if from_student(2):
+                    broken.append(__path)
+                    raise CourseRuleError(f"course rule: {message} (your code called {__path})")
+                return __original(*args, **kwargs)
+
+            guarded.__name__ = _getattr(original, "__name__", name)
+            guarded.__doc__ = _getattr(original, "__doc__", None)
+            setattr(owner, name, guarded)
+
+    hooks = []            # hooks the student's code installed, even ones it removed again
+
+    def count(label, original, student_only=lambda *args: True):
+        def counted(*args, **kwargs):
+            if from_student(2) and student_only(*args):
+                hooks.append(label)
+            return original(*args, **kwargs)
+        return counted
+
+    for owner, name in ((sys, "settrace"), (sys, "setprofile"), (threading, "settrace"), (threading, "setprofile")):
+        setattr(owner, name, count(f"{owner.__name__}.{name} called", getattr(owner, name)))
+    try:
+        import torch.overrides
+        import torch.utils._python_dispatch as dispatch
+
+        def student_mode(mode, *rest):         # torch.compile pushes modes of its own: not those
+            return _type(mode).__module__ == "__main__"
+
+        torch.overrides._push_on_torch_function_stack = count(
+            "a torch function mode entered", torch.overrides._push_on_torch_function_stack, student_mode)
+        dispatch._push_on_torch_dispatch_stack = count(
+            "a torch dispatch mode entered", dispatch._push_on_torch_dispatch_stack, student_mode)
+    except (ImportError, AttributeError):
+        pass
+    probes.append(("hooks installed by the notebook", lambda: sorted(set(hooks))))
+
+    done = []
+
+    def setup(rules=(), grader_cells=()):
+        """Called once by the grader before the first cell: which cells are the grader's (locked and test
+        cells, as the hashes ipykernel names their code after), the rules; returns the baseline."""
+        if done:
+            return {"setup": "called twice"}
+        done.append(True)
+        grader_files.update(f"{cell_folder}{number}.py" for number in grader_cells)
+        for rule in rules:
+            forbid(rule["functions"], rule["message"])
+        return fingerprint()
+
+    def report():
+        return {"fingerprint": fingerprint(), "rules_broken": sorted(set(broken))}
 
     guard = types.ModuleType("_course_guard")
-    guard.tampered = tampered
+    guard.setup, guard.report = setup, report
     sys.modules["_course_guard"] = guard
 
 

@@ -2,8 +2,10 @@
 
 One class is graded once with real `nbgrader autograde` (tight limits so hangs and hogs end fast):
 honest students next to students whose notebooks crash, hang, exhaust memory, edit or delete the tests,
-patch what the tests rely on, or are not valid notebooks at all. Each test reads one behaviour off that
-class. Assignment 1 (one answer cell, eleven points) keeps it fast.
+patch what the tests rely on, attack the grading machine (tests/attacks.py), or are not valid notebooks
+at all. Each test reads one behaviour off that class. Assignment 1 (one answer cell, eleven points)
+keeps it fast. The attacks on the machine are graded a second time by the class-grading command
+(`tools.grade_class`), in a class of their own.
 """
 
 from __future__ import annotations
@@ -11,15 +13,21 @@ from __future__ import annotations
 import copy
 import csv
 import json
+import shutil
+import subprocess
+import threading
+import time
 
 import nbformat
 import pytest
 
-from tools import grading
+from tests import attacks
+from tools import grade_class, grading
 
 A = "01-layernorm"
 NOTEBOOK = grading.master_notebook(A).name
-LIMITS = {"COURSE_GRADING_CELL_TIMEOUT": "8", "COURSE_GRADING_CPU_SECONDS": "12", "COURSE_GRADING_MEMORY_GB": "3"}
+LIMITS = {"COURSE_GRADING_CELL_TIMEOUT": "8", "COURSE_GRADING_CPU_SECONDS": "12", "COURSE_GRADING_MEMORY_GB": "3",
+          "COURSE_GRADING_NOTEBOOK_TIMEOUT": "60"}
 
 CORRECT = grading.load_catalog(A)[-1].cells["layernorm"]          # an alternative correct answer
 SAMPLE_VARIANCE = grading.load_catalog(A)[0].cells["layernorm"]   # loses 3 of 11 points
@@ -47,6 +55,52 @@ def promoted(cell):
     cell.metadata["nbgrader"].update(points=100, solution=True, grade=True)
     return cell
 
+
+def huge_markdown(notebook):
+    notebook = copy.deepcopy(notebook)
+    notebook.cells.append(nbformat.v4.new_markdown_cell("my notes " * 700_000))       # about 6 MB
+    return notebook
+
+
+def copied_test_cell(notebook):
+    """A student copies a test cell, nbgrader metadata and all, to run it again further down."""
+    notebook = copy.deepcopy(notebook)
+    test = next(cell for cell in notebook.cells if cell.metadata.get("nbgrader", {}).get("grade")
+                and not cell.metadata["nbgrader"].get("solution"))
+    notebook.cells.append(copy.deepcopy(test))
+    return notebook
+
+
+def empty_metadata(notebook):
+    notebook = copy.deepcopy(notebook)
+    notebook.cells.insert(1, nbformat.v4.new_code_cell("x = 1", metadata={"nbgrader": {}}))
+    return notebook
+
+
+FORMULA = '=HYPERLINK("http://example.invalid","full marks")'
+
+
+def forged_flags(notebook):
+    notebook = copy.deepcopy(notebook)
+    notebook.metadata["course_grading"] = {"flags": [FORMULA]}
+    return notebook
+
+
+def with_markdown(notebook, text):
+    notebook = copy.deepcopy(notebook)
+    notebook.cells.append(nbformat.v4.new_markdown_cell(text))
+    return notebook
+
+
+MACHINE_ATTACKS = {
+    "links-out": answer(CORRECT + attacks.LINK_GRADEBOOK),
+    "reads-the-course": answer(CORRECT + attacks.READ_COURSE),
+    "daemon": answer(CORRECT + attacks.DAEMON),
+    "stops-the-grader": answer(CORRECT + attacks.STOP_GRADER),
+    "fork-memory": answer(CORRECT + attacks.FORK_MEMORY),
+    "fills-the-disk": answer(CORRECT + attacks.FILL_DISK),
+    "print-flood": answer(CORRECT + attacks.PRINT_FLOOD),
+}
 
 CLASS = {
     # honest students, graded beside everyone else
@@ -93,6 +147,32 @@ CLASS = {
                                     "import sys, warnings\ndef layernorm(x, gamma, beta, eps=1e-5):\n"
                                     "    warnings.warn('a harmless warning')\n"
                                     "    print('debugging output', file=sys.stderr)")),
+    # 11. honest, but unusual: prints a lot, TorchScript, torch.compile, float64
+    "prints-a-lot": answer(CORRECT + attacks.PRINTS_A_LOT),
+    "torchscript": answer(attacks.TORCHSCRIPT),
+    "compiled": answer(attacks.COMPILED),
+    "float64": answer(attacks.FLOAT64),
+    # 12. changing how the tests are read, run or scored
+    "zeros": answer(attacks.ZEROS),                                    # the wrong answer, without tricks
+    "input-transformer": answer(attacks.INPUT_TRANSFORMER),
+    "ast-transformer": answer(attacks.AST_TRANSFORMER),
+    "display-hook": answer(attacks.DISPLAY_HOOK),
+    "function-mode": answer(attacks.FUNCTION_MODE),
+    "settrace": answer(attacks.SETTRACE),
+    "guard-off": answer(SAMPLE_VARIANCE + attacks.GUARD_OFF),
+    "prints-the-tests": answer(attacks.PRINT_TESTS),
+    # 13. breaking the assignment's rules
+    "uses-layer-norm": answer(attacks.USES_LAYER_NORM),
+    "uses-layer-norm-module": answer(attacks.USES_LAYER_NORM_MODULE),
+    "imports-reference": answer(attacks.IMPORTS_REFERENCE),
+    # 14. the grading machine: links out of the working folder, the course's files, processes, limits
+    **MACHINE_ATTACKS,
+    # 15. notebooks nbgrader itself would choke on, forged flags, scripts for the feedback page
+    "huge-markdown": huge_markdown(answer(CORRECT)),
+    "copied-test-cell": copied_test_cell(answer(CORRECT)),
+    "empty-metadata": empty_metadata(answer(CORRECT)),
+    "forged-flags": forged_flags(answer(SAMPLE_VARIANCE)),
+    "scripts": with_markdown(answer(CORRECT + attacks.SCRIPTS), attacks.SCRIPT_MARKDOWN),
 }
 MALFORMED = {
     "invalid-json": b'{"cells": [',
@@ -108,8 +188,13 @@ def hostile(course):
     submissions.append(grading.Submission("renamed", A, answer(CORRECT), filename="layernorm (1).ipynb"))
     submissions.append(grading.Submission("extra-files", A, answer(CORRECT),
                                           extra_files={"notes.txt": b"my notes", "scratch.py": b"x = 1\n"}))
+    started = time.monotonic()
     graded_in = grading.grade_class(course, submissions, env=LIMITS)
+    HOSTILE_SECONDS.append(time.monotonic() - started)
     return graded_in
+
+
+HOSTILE_SECONDS: list[float] = []
 
 
 def total(graded_in, student):
@@ -276,3 +361,252 @@ def test_grading_kernels_cannot_see_or_touch_the_gradebook_masters_or_other_subm
     printed = "".join(out.get("text", "") for cell in feedback.cells for out in cell.get("outputs", []))
     assert "found 0" in printed and "no network" in printed
     assert grading.cell_scores(class_course, A, "honest") == grading.cell_scores(class_course, A, "snooper")
+
+
+# --- the grading machine -------------------------------------------------------------------------------
+
+def submitted_notebook(graded_in, student):
+    return graded_in[student] / "autograder" / "submitted" / student / A / NOTEBOOK
+
+
+def test_no_submission_changes_the_masters_the_gradebook_or_a_classmates_work(hostile, course):
+    for shard in set(hostile.values()):      # each shard is a copy of `course`, graded
+        for master in (shard / "solutions").rglob("*.ipynb"):
+            relative = master.relative_to(shard / "solutions")
+            assert master.read_bytes() == (course / "solutions" / relative).read_bytes(), master
+        assert not any(p.is_symlink() for p in (shard / "autograder").rglob("*")), "a link was left behind"
+    for student, notebook in CLASS.items():
+        path = submitted_notebook(hostile, student)
+        assert nbformat.read(path, as_version=4) == notebook, f"{student}'s submission changed"
+    # Every student's grades are still in the gradebook (it was not overwritten), honest ones intact.
+    for student in CLASS:
+        assert grading.cell_scores(hostile[student], A, student)
+    assert total(hostile, "honest") == total(hostile, "honest-twin") == (11.0, 11.0)
+
+
+def test_links_made_by_a_kernel_never_leave_its_scratch_folder(hostile):
+    folder = hostile["links-out"] / "autograder" / "autograded" / "links-out" / A
+    assert sorted(p.name for p in folder.iterdir()) == [NOTEBOOK]        # no links, no timestamp.txt
+    assert total(hostile, "links-out") == (11.0, 11.0)
+
+
+def test_a_kernel_sees_nothing_of_the_course_git_or_other_kernels(hostile):
+    printed = printed_text(hostile, "reads-the-course")
+    assert "found 0 git 0" in printed, printed
+
+
+def test_nothing_a_submission_starts_outlives_its_grading(hostile):
+    alive = subprocess.run(["pgrep", "-f", f"sleep {attacks.DAEMON_MARK}"], capture_output=True, text=True)
+    assert alive.stdout == "", f"a submission's process survived grading: {alive.stdout}"
+    assert total(hostile, "daemon") == (11.0, 11.0)
+
+
+def test_a_kernel_cannot_stop_the_grader_and_the_class_finishes(hostile):
+    assert HOSTILE_SECONDS and HOSTILE_SECONDS[0] < 900, "the hostile class took too long"
+    scores = grading.cell_scores(hostile["stops-the-grader"], A, "stops-the-grader")
+    assert scores, "the student who signalled the grader was not graded"
+
+
+def cgroups_available() -> bool:
+    import sys
+    sys.path.insert(0, str(grading.REPO / "autograder"))
+    import cgroups
+    return cgroups.available()
+
+
+def test_memory_for_the_whole_submission_is_limited_and_flagged(hostile):
+    if not cgroups_available():
+        pytest.skip("this machine lets the grader create no cgroup: memory is limited per process only")
+    assert "memory limit reached" in flags(hostile, "fork-memory")
+    assert total(hostile, "fork-memory") == (11.0, 11.0)       # only its children were killed
+
+
+def test_files_written_are_limited_and_flagged(hostile):
+    assert "disk limit reached" in flags(hostile, "fills-the-disk")
+
+
+def test_output_is_capped_with_a_visible_note(hostile):
+    notebook = grading.autograded_notebook(hostile["print-flood"], A, "print-flood")
+    assert len(json.dumps(notebook)) < 3 * 2**20
+    assert "output truncated by the grader" in printed_text(hostile, "print-flood")
+    assert "output limit reached" in flags(hostile, "print-flood")
+    assert total(hostile, "print-flood") == (11.0, 11.0)
+
+
+def test_an_oversized_notebook_is_refused_at_intake_with_a_flag(hostile):
+    assert total(hostile, "huge-markdown") == (0.0, 11.0)
+    assert "refused at intake" in flags(hostile, "huge-markdown")
+
+
+@pytest.mark.parametrize("student", ["copied-test-cell", "empty-metadata"])
+def test_malformed_nbgrader_metadata_is_repaired_for_that_student_only(hostile, student):
+    assert total(hostile, student) == (11.0, 11.0)
+
+
+def printed_text(graded_in, student) -> str:
+    notebook = grading.autograded_notebook(graded_in[student], A, student)
+    return "".join(out.get("text", "") for cell in notebook.cells for out in cell.get("outputs", []))
+
+
+@pytest.fixture(scope="module")
+def machine_class(course, tmp_path_factory):
+    """The attacks on the machine, graded again by the class-grading command beside an honest student,
+    with a submission whose timestamp.txt is garbage."""
+    root = tmp_path_factory.mktemp("machine") / "course"
+    shutil.copytree(course, root, ignore=shutil.ignore_patterns("submitted", "autograded", "feedback"))
+    for student, notebook in {"honest": answer(CORRECT), **MACHINE_ATTACKS}.items():
+        grading.submit(root, student, A, notebook)
+    garbage = grading.submit(root, "bad-timestamp", A, answer(CORRECT))
+    (garbage.parent / "timestamp.txt").write_text("the day after tomorrow")
+    import os
+    saved = {key: os.environ.get(key) for key in LIMITS}
+    os.environ.update(LIMITS)
+    try:
+        summary = grade_class.grade_class(root, [A], workers=2, progress=False)
+        again = grade_class.grade_class(root, [A], workers=2, progress=False)
+    finally:
+        for key, old in saved.items():
+            os.environ.pop(key) if old is None else os.environ.__setitem__(key, old)
+    return root, summary, again
+
+
+def test_the_class_grading_command_survives_the_machine_attacks(machine_class):
+    root, summary, again = machine_class
+    assert summary["graded"] == len(MACHINE_ATTACKS) + 2
+    # A timestamp.txt that is not a time fails that submission, with a message that says how to fix it.
+    assert [(f["student"], "does not hold a time" in f["error"]) for f in summary["failed"]] == [("bad-timestamp", True)]
+    assert sum(score for score, _ in grading.cell_scores(root, A, "honest").values()) == 11.0
+    for student in MACHINE_ATTACKS:
+        assert grading.cell_scores(root, A, student), student
+    assert (again["graded"], again["skipped"]) == (1, len(MACHINE_ATTACKS) + 1)
+    alive = subprocess.run(["pgrep", "-f", f"sleep {attacks.DAEMON_MARK}"], capture_output=True, text=True)
+    assert alive.stdout == ""
+    notebook = grading.autograded_notebook(root, A, "fork-memory")
+    if cgroups_available():
+        assert "memory limit reached" in " ".join(notebook.metadata["course_grading"]["flags"])
+
+
+def test_a_grading_worker_that_dies_fails_only_its_submission(course, tmp_path_factory, monkeypatch):
+    """A worker killed from outside (out of memory, an operator's kill) while grading: that submission is
+    reported failed with the reason, a new worker grades the rest, and the run ends."""
+    root = tmp_path_factory.mktemp("dying-worker") / "course"
+    shutil.copytree(course, root, ignore=shutil.ignore_patterns("submitted", "autograded", "feedback"))
+    grading.submit(root, "first", A, answer(CORRECT))
+    grading.submit(root, "slow", A, answer(CORRECT + "\nimport time\ntime.sleep(30)"))
+    grading.submit(root, "third", A, answer(CORRECT))
+    supervisor = grade_class.Supervisor(root, 1, 1, root / "worker.log", unit_timeout=600)
+    units = [grade_class.Unit(A, s) for s in ("first", "slow", "third")]
+    results = []
+    try:
+        for result in supervisor.run(units):
+            results.append(result)
+            if len(results) == 1:      # the slow one is next: kill its worker while it sleeps
+                threading.Timer(6, supervisor.slots[0].process.kill).start()
+    finally:
+        supervisor.close()
+    assert [r.student for r in results] == ["first", "slow", "third"]
+    assert [r.success for r in results] == [True, False, True]
+    assert "worker died" in results[1].error
+
+
+# --- the verdict ----------------------------------------------------------------------------------------
+
+ZEROS_STUDENT = "zeros"
+
+
+@pytest.mark.parametrize("student, same_answer_without_the_trick", [
+    ("input-transformer", "not-implemented"), ("ast-transformer", ZEROS_STUDENT),
+    ("function-mode", "sample-variance"), ("settrace", "sample-variance"), ("guard-off", "sample-variance"),
+])
+def test_changing_how_the_tests_are_read_or_run_earns_nothing_and_is_flagged(hostile, student,
+                                                                              same_answer_without_the_trick):
+    score, _ = total(hostile, student)
+    assert score <= total(hostile, same_answer_without_the_trick)[0], f"{student} scored {score}"
+    assert "tampering detected" in flags(hostile, student)
+
+
+def test_a_displayed_value_buys_no_partial_credit(hostile):
+    assert total(hostile, "display-hook") <= total(hostile, ZEROS_STUDENT)
+    assert "displayed a value" in flags(hostile, "display-hook")
+
+
+def feedback_html(graded_in, student) -> str:
+    course = graded_in[student]
+    grading.nbgrader(course, "generate_feedback", A, "--student", student, "--force")
+    return (course / "autograder" / "feedback" / student / A / "layernorm.html").read_text()
+
+
+def test_printing_the_running_test_leaks_no_hidden_code(hostile):
+    import re
+    import sys
+
+    sys.path.insert(0, str(grading.REPO / "autograder"))
+    from course_grading import hidden_lines
+
+    html = re.sub(r"\s+", "", feedback_html(hostile, "prints-the-tests"))
+    import html as html_module
+    html = html_module.unescape(html)
+    hidden = hidden_lines(nbformat.read(grading.master_notebook(A), as_version=4))
+    assert hidden and not [line for line in hidden if line in html]
+    assert "quoted hidden test code" in flags(hostile, "prints-the-tests")
+
+
+def test_feedback_pages_run_no_student_script(hostile):
+    html = feedback_html(hostile, "scripts")
+    from html.parser import HTMLParser
+
+    class Elements(HTMLParser):
+        found: list = []
+        in_script = False
+
+        def handle_starttag(self, tag, attributes):
+            self.found += [f"<{tag} {name}=...>" for name, _ in attributes if name.lower().startswith("on")]
+            self.found += [f"<{tag}>"] if tag in ("iframe", "object", "embed") else []
+            self.in_script = tag == "script"
+
+        def handle_data(self, data):
+            if self.in_script and "pwned" in data:
+                self.found.append(f"<script>{data[:60]}")
+
+    elements = Elements()
+    elements.feed(html)
+    assert elements.found == [], f"the feedback page keeps active content: {elements.found}"
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
+
+    page_file = hostile["scripts"] / "autograder" / "feedback" / "scripts" / A / "layernorm.html"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        page.route("http*://**/*", lambda route: route.abort())      # no CDN: only the page itself
+        page.goto(page_file.as_uri(), wait_until="load")
+        page.wait_for_timeout(1000)
+        title = page.title()
+        browser.close()
+    assert "pwned" not in title, f"a student's script ran in the feedback page: {title!r}"
+
+
+def test_flags_are_the_graders_and_exports_are_safe_in_a_spreadsheet(hostile):
+    assert FORMULA not in flags(hostile, "forged-flags")
+    assert total(hostile, "forged-flags") == (SAMPLE_VARIANCE_SCORE, 11.0)
+    course = hostile["forged-flags"]
+    grading.nbgrader(course, "export", "--exporter=course_grading.PerCheckExport", "--to", str(course / "safe.csv"))
+    for row in csv.reader((course / "safe.csv").open()):
+        for cell in row:
+            assert not cell.startswith(("=", "+", "@")), f"a CSV cell a spreadsheet would run: {cell!r}"
+            assert not (cell.startswith("-") and not cell.lstrip("-").replace(".", "").isdigit()), cell
+
+
+@pytest.mark.parametrize("student", ["uses-layer-norm", "uses-layer-norm-module", "imports-reference"])
+def test_breaking_an_assignment_rule_costs_the_part_it_replaces_and_is_named(hostile, student):
+    assert total(hostile, student) == (0.0, 11.0)
+    assert "rule broken" in flags(hostile, student)
+    message = "gptcourse" if student == "imports-reference" else "write LayerNorm yourself"
+    assert message in flags(hostile, student)
+
+
+@pytest.mark.parametrize("student", ["prints-a-lot", "torchscript", "compiled", "float64", "scripts"])
+def test_honest_but_unusual_answers_keep_full_marks(hostile, student):
+    assert total(hostile, student) == (11.0, 11.0)
+    assert "tampering" not in flags(hostile, student) and "rule broken" not in flags(hostile, student)

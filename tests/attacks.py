@@ -1,0 +1,246 @@
+"""Hostile submissions for assignment 1, written from the attacks in the sandbox and integrity issues.
+
+Each is answer-cell code (or a change to the notebook) paired, in tests/test_grader_robustness.py, with
+what grading must do about it. They aim at the grading machine (tests/test_grader_robustness.py's
+isolation tests) or at the verdict of the checks (its integrity tests).
+"""
+
+ZEROS = "def layernorm(x, gamma, beta, eps=1e-5):\n    return torch.zeros_like(x)\n"
+DAEMON_MARK = "424242.5"          # `sleep 424242.5`: a process no honest grading starts
+
+# --- against the grading machine ---------------------------------------------------------------------
+
+LINK_GRADEBOOK = '''
+import glob, os
+here = os.getcwd()
+targets = ["../../../gradebook/gradebook.db", "../../../../solutions/01-layernorm/layernorm.ipynb",
+           "../../honest/01-layernorm/layernorm.ipynb", "/etc/passwd"]
+targets += glob.glob("/**/gradebook.db", recursive=False) + glob.glob("/tmp/**/gradebook.db", recursive=True)
+for index, target in enumerate(targets):
+    for name in ("layernorm.ipynb", f"leak{index}.txt", "timestamp.txt"):
+        try:
+            if os.path.lexists(name):
+                os.remove(name)
+            os.symlink(target, name)
+        except OSError:
+            pass
+with open("timestamp.txt.tmp", "w") as handle:
+    handle.write("not a time at all")
+os.replace("timestamp.txt.tmp", "timestamp.txt")
+print("links made in", here)
+'''
+
+READ_COURSE = '''
+import glob, os, subprocess, sys
+root = os.path.dirname(os.path.realpath(sys.prefix))          # the checkout that holds the venv
+found = glob.glob(root + "/.git/*") + glob.glob(root + "/solutions/*/*.ipynb")
+found += glob.glob("/tmp/**/gradebook.db", recursive=True) + glob.glob("/tmp/**/kernel-*.json", recursive=True)
+found += glob.glob(os.path.expanduser("~root") + "/*") + glob.glob("/run/*")
+shown = subprocess.run(["git", "-C", root, "show", "HEAD:solutions/01-layernorm/layernorm.ipynb"],
+                       capture_output=True, text=True).stdout
+print("found", len(found), "git", len(shown))
+'''
+
+DAEMON = f'''
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", "{DAEMON_MARK}"])
+    os._exit(0)
+time.sleep(0.5)
+'''
+
+STOP_GRADER = '''
+import os, signal
+for pid in {int(os.environ.get("JPY_PARENT_PID", "0") or 0), os.getppid(), 1}:
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except (OSError, ValueError):
+            pass
+try:
+    os.kill(-1, signal.SIGSTOP)
+except OSError:
+    pass
+'''
+
+FORK_MEMORY = '''
+import os, time
+print(open("/proc/self/status").read().split("VmSize:")[1].split("\\n")[0].strip())
+for _ in range(8):
+    if os.fork() == 0:
+        try:
+            block = bytearray(450 * 2**20)
+            for i in range(0, len(block), 4096):
+                block[i] = 1
+            time.sleep(30)
+        finally:
+            os._exit(0)
+try:
+    with open("/dev/shm/hog", "wb") as handle:
+        for _ in range(200):
+            handle.write(b"x" * 2**20)
+except OSError as error:
+    print("shm:", error)
+time.sleep(4)
+'''
+
+FILL_DISK = '''
+chunk = b"x" * 2**20
+with open("filler.bin", "wb") as handle:
+    for _ in range(2048):
+        handle.write(chunk)
+'''
+
+PRINT_FLOOD = '''
+import sys
+line = "y" * 1023 + "\\n"
+for _ in range(40 * 1024):
+    sys.stdout.write(line)
+'''
+
+# --- against the verdict -----------------------------------------------------------------------------
+
+INPUT_TRANSFORMER = '''
+get_ipython().input_transformers_cleanup.append(lambda lines: ["pass\\n"])
+'''
+
+AST_TRANSFORMER = ZEROS + '''
+import ast
+class NoChecks(ast.NodeTransformer):
+    def visit_Assert(self, node):
+        return ast.Pass()
+    def visit_Raise(self, node):
+        return ast.Pass()
+get_ipython().ast_transformers.append(NoChecks())
+'''
+
+DISPLAY_HOOK = '''
+import sys
+def layernorm(x, gamma, beta, eps=1e-5):
+    sys.displayhook(11)
+    return torch.zeros_like(x)
+'''
+
+FUNCTION_MODE = '''
+from torch.overrides import TorchFunctionMode
+def layernorm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True)
+    return gamma * (x - mean) / torch.sqrt(var + eps) + beta
+class Route(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.layer_norm:
+            x, shape = args[0], args[1]
+            weight = kwargs.get("weight", args[2] if len(args) > 2 else None)
+            bias = kwargs.get("bias", args[3] if len(args) > 3 else None)
+            with self:
+                pass
+            return layernorm(x, 1.0 if weight is None else weight, 0.0 if bias is None else bias)
+        return func(*args, **kwargs)
+Route().__enter__()
+'''
+
+SETTRACE = '''
+import sys
+def layernorm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True)
+    return gamma * (x - mean) / torch.sqrt(var + eps) + beta
+import linecache
+def skip_asserts(frame, event, arg):
+    if "ipykernel_" not in frame.f_code.co_filename:     # only the notebook's cells
+        return None
+    if event == "line":
+        text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+        if text.startswith("assert"):
+            try:
+                frame.f_lineno = frame.f_lineno + 1
+            except ValueError:
+                pass
+    return skip_asserts
+sys.settrace(skip_asserts)
+'''
+
+GUARD_OFF = '''
+import sys
+guard = sys.modules.get("_course_guard")
+if guard is not None:
+    for name in ("report", "fingerprint", "tampered"):
+        setattr(guard, name, lambda *args: {} if name == "report" else [])
+torch.allclose = lambda *args, **kwargs: True
+torch.Tensor.allclose = lambda *args, **kwargs: True
+'''
+
+PRINT_TESTS = '''
+import linecache
+def layernorm(x, gamma, beta, eps=1e-5):
+    ip = get_ipython()
+    print(ip.user_ns["In"][-1])
+    for name, lines in list(linecache.cache.items()):
+        if "ipykernel" in name:
+            print("".join(lines[2]))
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return gamma * (x - mean) / torch.sqrt(var + eps) + beta
+'''
+
+SCRIPTS = '''
+from IPython.display import HTML, Javascript, display
+display(HTML("<script>document.title = 'pwned by html';</script><b>bold</b>"))
+display(HTML("<img src='missing.png' onerror=\\"document.title = 'pwned by onerror'\\">"))
+display(Javascript("document.title = 'pwned by javascript';"))
+'''
+SCRIPT_MARKDOWN = ("Notes <img src='x.png' onerror=\"document.title = 'pwned by markdown'\">\n\n"
+                   "<iframe srcdoc=\"<script>parent.document.title = 'pwned by iframe'</script>\"></iframe>\n\n"
+                   "<script>document.title = 'pwned by markdown script';</script>")
+
+USES_LAYER_NORM = '''
+def layernorm(x, gamma, beta, eps=1e-5):
+    return F.layer_norm(x, x.shape[-1:], None, None, eps) * gamma + beta
+'''
+USES_LAYER_NORM_MODULE = '''
+import torch.nn as nn
+def layernorm(x, gamma, beta, eps=1e-5):
+    norm = nn.LayerNorm(x.shape[-1], eps=eps, elementwise_affine=False, dtype=x.dtype)
+    return norm(x) * gamma + beta
+'''
+IMPORTS_REFERENCE = "from gptcourse import layernorm\n"
+
+# --- honest, but unusual -----------------------------------------------------------------------------
+
+PRINTS_A_LOT = '''
+for step in range(3000):
+    print(f"debugging step {step}: nothing to see here")
+'''
+TORCHSCRIPT = '''
+import torch
+@torch.jit.script
+def _scripted(x, gamma, beta, eps: float):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return gamma * (x - mean) / torch.sqrt(var + eps) + beta
+def layernorm(x, gamma, beta, eps=1e-5):
+    return _scripted(x, torch.as_tensor(gamma, dtype=x.dtype), torch.as_tensor(beta, dtype=x.dtype), float(eps))
+'''
+COMPILED = '''
+import torch
+def _plain(x, gamma, beta, eps):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return gamma * (x - mean) / torch.sqrt(var + eps) + beta
+_compiled = torch.compile(_plain, backend="eager", dynamic=True)
+def layernorm(x, gamma, beta, eps=1e-5):
+    return _compiled(x, gamma, beta, eps)
+'''
+FLOAT64 = '''
+def layernorm(x, gamma, beta, eps=1e-5):
+    x64 = x.double()
+    mean = x64.mean(dim=-1, keepdim=True)
+    var = ((x64 - mean) ** 2).mean(dim=-1, keepdim=True)
+    gamma = torch.as_tensor(gamma, dtype=torch.float64)
+    beta = torch.as_tensor(beta, dtype=torch.float64)
+    return (gamma * (x64 - mean) / torch.sqrt(var + eps) + beta).to(x.dtype)
+'''
