@@ -76,7 +76,7 @@ def test_attention_cost_grows_quadratically(values):
     # The memory is exact: 2 heads x 2048^2 float32 numbers; the time is a measurement, held loosely.
     assert values["mib_2048"] == str(2 * 2048**2 * 4 // 2**20) == "32"
     assert values["mib_ratio"] == "4"
-    assert 1.3 <= float(values["time_slope"]) <= 2.6
+    assert 1.3 <= float(values["time_slope"]) <= 3.0
     assert float(values["ms_2048"]) > 0
 
 
