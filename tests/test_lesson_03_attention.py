@@ -45,6 +45,10 @@ def test_unscaled_softmax_saturates_and_the_scaled_one_does_not(values):
     assert int(values["grad_ratio"]) >= 3
 
 
+def test_scaling_by_the_model_width_flattens_the_softmax(values):
+    assert float(values["wrong_scale_maxw"]) < float(values["right_scale_maxw"])
+
+
 def test_head_split_round_trips_and_a_bare_view_mixes_positions(values):
     assert values["round_trip"] is True
     assert values["bare_mixes"] is True
