@@ -1,0 +1,139 @@
+"""JupyterLab and nbgrader's formgrader as students and instructors use them, driven in headless Chromium.
+
+Each role's server is started once per run with the documented command (`python -m tools.lab ROLE`,
+which `make student` and `make instructor` run), in temporary folders: a scratch copy of the course for
+the instructor (its exchange is the one the students use), and a home, a Jupyter state folder and a
+working folder for each student. Nothing is written into the repository except the screenshots, in
+_build/test-output/lab/.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.sitecheck import TEST_OUTPUT
+from tools import grading
+from tools.notebooks import REPO
+
+CHROMIUM = Path("/usr/bin/chromium")
+# The launch flags that work on this machine (as in tests/browser/conftest.py).
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SCREENSHOTS = TEST_OUTPUT / "lab"
+ASSIGNMENT = "01-layernorm"
+TOKEN = "course-lab-tests"
+# Validate gives each cell the course's grading timeout; the tests shorten it so the infinite loop ends soon.
+VALIDATE_TIMEOUT = 8
+
+
+@dataclass
+class Server:
+    role: str
+    name: str
+    url: str
+    work: Path            # the server's root folder: the student's assignments, or the course
+    process: subprocess.Popen
+    log: Path
+
+    def lab(self, path: str = "lab") -> str:
+        return f"{self.url}{path}?token={TOKEN}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start(role: str, name: str, root: Path, *options: str) -> Server:
+    home = root / "home"
+    home.mkdir(parents=True)
+    port = free_port()
+    env = {**os.environ, "HOME": str(home), "JUPYTER_TOKEN": TOKEN,
+           "COURSE_GRADING_CELL_TIMEOUT": str(VALIDATE_TIMEOUT) if role == "student" else
+           os.environ.get("COURSE_GRADING_CELL_TIMEOUT", "60")}
+    env.pop("JUPYTER_CONFIG_DIR", None)
+    log = root / "server.log"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tools.lab", role, "--state", str(root / "state"), "--port", str(port),
+         "--no-browser", *options],
+        cwd=REPO, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    work = Path(options[options.index("--work") + 1]) if "--work" in options else Path(options[options.index("--course") + 1])
+    return Server(role, name, f"http://127.0.0.1:{port}/", work, process, log)
+
+
+def wait_until_up(server: Server, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            pytest.fail(f"{server.name}'s JupyterLab exited:\n{server.log.read_text()[-3000:]}")
+        try:
+            urllib.request.urlopen(f"{server.url}api/status?token={TOKEN}", timeout=2).read()
+            return
+        except OSError:
+            time.sleep(0.3)
+    pytest.fail(f"{server.name}'s JupyterLab did not start:\n{server.log.read_text()[-3000:]}")
+
+
+def stop(server: Server) -> None:
+    server.process.terminate()
+    try:
+        server.process.wait(10)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait()
+
+
+@pytest.fixture(scope="session")
+def lab_course(tmp_path_factory) -> Path:
+    """A scratch course (masters, configuration) with assignment 1 generated, as an instructor has it."""
+    course = grading.make_course(tmp_path_factory.mktemp("lab-course") / "course")
+    grading.nbgrader(course, "generate_assignment", ASSIGNMENT, "--force")
+    return course
+
+
+@pytest.fixture(scope="session")
+def servers(lab_course, tmp_path_factory) -> dict[str, Server]:
+    """The instructor's JupyterLab on the scratch course and two students' on its exchange, each started
+    once (all three at the same time) and shared by every test."""
+    exchange = lab_course / "autograder" / "exchange"
+    exchange.mkdir(exist_ok=True)
+    started = {"instructor": start("instructor", "instructor", tmp_path_factory.mktemp("instructor"),
+                                   "--course", str(lab_course))}
+    for student in ("ada", "bob"):
+        root = tmp_path_factory.mktemp(student)
+        started[student] = start("student", student, root, "--student", student, "--exchange", str(exchange),
+                                 "--work", str(root / "work"))
+    try:
+        deadline = time.monotonic() + 120
+        for server in started.values():
+            wait_until_up(server, deadline)
+        yield started
+    finally:
+        for server in started.values():
+            server.process.terminate()
+        for server in started.values():
+            stop(server)
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)        # only this run's pictures
+    SCREENSHOTS.mkdir(parents=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()

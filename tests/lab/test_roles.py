@@ -1,0 +1,343 @@
+"""A student and an instructor, clicking through JupyterLab and nbgrader's formgrader in Chromium.
+
+The tests run in order as one class session: the instructor releases assignment 1 from the formgrader,
+two students (ada and bob) fetch it from the Assignments tab, type an answer into the answer cell (ada a
+correct one, bob one that divides the variance by D-1), run the notebook, press Validate and submit; the
+instructor collects, autogrades from the formgrader with the course's configuration, reads the autograded
+notebook, and generates and releases feedback; each student fetches their own feedback. Every step is
+photographed into _build/test-output/lab/.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+
+import pytest
+
+from tests.lab.conftest import ASSIGNMENT, SCREENSHOTS, VALIDATE_TIMEOUT, Server
+
+NOTEBOOK = "layernorm.ipynb"
+CORRECT = textwrap.dedent("""\
+    def layernorm(x, gamma, beta, eps=1e-5):
+        mean = x.mean(dim=-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+        return gamma * (x - mean) / torch.sqrt(var + eps) + beta""")
+SAMPLE_VARIANCE = textwrap.dedent("""\
+    def layernorm(x, gamma, beta, eps=1e-5):
+        mean = x.mean(dim=-1, keepdim=True)
+        var = x.var(dim=-1, keepdim=True)
+        return gamma * (x - mean) / torch.sqrt(var + eps) + beta""")
+MISCONCEPTION = "divides by D-1"
+HIDDEN_MARKER = "BEGIN HIDDEN TESTS"
+HIDDEN_SOURCE = "check_example([2.0, 4.0, 6.0, 8.0]"       # a line of the hidden tests of test_worked_example
+TIMEOUT = 60_000          # ms: a click that runs a kernel or nbgrader on a busy 2-core machine
+
+_shots = iter(range(1, 100))
+
+
+def shot(page, name: str) -> None:
+    page.screenshot(path=SCREENSHOTS / f"{next(_shots):02d}-{name}.png")
+
+
+class Lab:
+    """One person's JupyterLab tab."""
+
+    def __init__(self, browser, server: Server):
+        self.server = server
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.goto(server.lab(), wait_until="commit")
+
+    def ready(self) -> "Lab":
+        self.page.locator(".jp-Launcher").wait_for(timeout=TIMEOUT)
+        return self
+
+    def menu(self, title: str) -> list[str]:
+        """Open a top-level menu; the labels of its items."""
+        self.page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{title}$")).click()
+        menu = self.page.locator(".lm-Menu").last
+        menu.wait_for()
+        return [label.strip() for label in menu.locator(".lm-Menu-itemLabel").all_inner_texts() if label.strip()]
+
+    def choose(self, title: str, item: str) -> None:
+        self.menu(title)
+        self.page.locator(".lm-Menu .lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(item)}$")).click()
+
+    def close_menu(self) -> None:
+        self.page.keyboard.press("Escape")
+
+    def sidebar_tabs(self) -> list[str]:
+        return [tab.get_attribute("title") or tab.inner_text()
+                for tab in self.page.locator(".jp-SideBar .lm-TabBar-tab").all()]
+
+    # --- the Assignments tab ---------------------------------------------------------------------
+    def assignments(self):
+        tab = self.page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Assignments")
+        if tab.count():
+            tab.click()
+        else:
+            self.choose("Nbgrader", "Assignment List")
+        panel = self.page.locator(".nbgrader-AssignmentList, #assignments").first
+        self.page.locator("#released_assignments_list_loading").wait_for(state="hidden", timeout=TIMEOUT)
+        return panel
+
+    def refresh_assignments(self):
+        self.page.locator("#refresh_assignments_list").click()
+        self.page.locator("#submitted_assignments_list_loading").wait_for(state="hidden", timeout=TIMEOUT)
+
+    def dialog(self) -> str:
+        """The text of the dialog that opened, after closing it."""
+        dialog = self.page.locator(".jp-Dialog")
+        dialog.wait_for(timeout=TIMEOUT)
+        text = dialog.inner_text()
+        return text
+
+    def close_dialog(self) -> None:
+        self.page.locator(".jp-Dialog .jp-Dialog-button").last.click()
+        self.page.locator(".jp-Dialog").wait_for(state="hidden")
+
+    # --- a notebook ------------------------------------------------------------------------------
+    def cells(self):
+        return self.page.locator(".jp-NotebookPanel:visible .jp-Notebook .jp-Cell")
+
+    def type_into_cell(self, index: int, code: str) -> None:
+        """Click into the cell's editor, select what is there and type the answer (inserted as typed text,
+        without the editor's auto-indentation doubling the indentation of each line)."""
+        editor = self.cells().nth(index).locator(".cm-content")
+        editor.click()
+        self.page.keyboard.press("Control+A")
+        self.page.keyboard.press("Delete")
+        self.page.keyboard.insert_text(code)
+
+    def run_all(self) -> None:
+        self.choose("Run", "Run All Cells")
+        # The kernel is idle again when the toolbar's status says so and no cell shows [*].
+        self.page.wait_for_function(
+            """() => { const prompts = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-InputPrompt')];
+                       return prompts.length && prompts.every(p => !p.textContent.includes('*'))
+                              && prompts.some(p => /\\[\\d+\\]/.test(p.textContent)); }""", timeout=TIMEOUT)
+
+    def validate(self) -> str:
+        self.page.locator(".jp-NotebookPanel:visible .validate-button").click()
+        return self.dialog()
+
+
+@pytest.fixture(scope="module")
+def people(chromium, servers):
+    labs = {name: Lab(chromium, server) for name, server in servers.items()}    # the three load side by side
+    for lab in labs.values():
+        lab.ready()
+    yield labs
+    for lab in labs.values():
+        lab.context.close()
+
+
+@pytest.fixture(scope="module")
+def formgrader(people):
+    """The instructor's formgrader, opened from the Nbgrader menu, in a tab of its own."""
+    instructor = people["instructor"]
+    page = instructor.context.new_page()
+    page.goto(instructor.server.lab("formgrader"))
+    page.locator(f"tr:has-text('{ASSIGNMENT}') .release a").wait_for(timeout=TIMEOUT)
+    return page
+
+
+def test_each_role_sees_only_its_tools_and_no_first_run_prompt(people, servers):
+    ada, instructor = people["ada"], people["instructor"]
+    assert ada.menu("Nbgrader") == ["Assignment List"]
+    shot(ada.page, "student-nbgrader-menu")
+    ada.close_menu()
+    assert not any("Create Assignment" in tab for tab in ada.sidebar_tabs())
+
+    assert set(instructor.menu("Nbgrader")) >= {"Assignment List", "Formgrader", "Create assignment"}
+    shot(instructor.page, "instructor-nbgrader-menu")
+    instructor.close_menu()
+    assert any("Create Assignment" in tab for tab in instructor.sidebar_tabs())
+
+    # The student's server has no formgrader at all, not merely a hidden menu item.
+    response = ada.page.request.get(servers["ada"].lab("formgrader"))
+    assert response.status == 404
+    for person in (ada, instructor):
+        # JupyterLab's "Would you like to get notified about official Jupyter news?" toast never appears.
+        assert person.page.locator(".jp-Notification-Toast, .Toastify__toast").count() == 0
+        assert person.page.get_by_text("Jupyter news").count() == 0
+
+
+def test_instructor_opens_the_formgrader_and_releases_assignment_1(people, formgrader):
+    instructor = people["instructor"]
+    instructor.choose("Nbgrader", "Formgrader")
+    instructor.page.locator(".jp-MainAreaWidget iframe").first.wait_for()
+    shot(instructor.page, "instructor-formgrader-in-lab")
+
+    row = formgrader.locator("tr", has=formgrader.locator(f"a:text-is('{ASSIGNMENT}')"))
+    row.locator(".release a").click()
+    formgrader.locator(".modal-dialog", has_text="Successfully released").wait_for(timeout=TIMEOUT)
+    shot(formgrader, "instructor-released")
+    formgrader.locator(".modal-footer button").last.click()
+
+
+def test_students_fetch_assignment_1_from_the_assignments_tab(people):
+    for name in ("ada", "bob"):
+        student = people[name]
+        student.assignments()
+        released = student.page.locator("#released_assignments_list")
+        released.get_by_text(ASSIGNMENT).wait_for(timeout=TIMEOUT)
+        shot(student.page, f"{name}-assignments-tab")
+        released.get_by_role("button", name="Fetch").click()
+        fetched = student.page.locator("#fetched_assignments_list")
+        fetched.get_by_text(ASSIGNMENT).wait_for(timeout=TIMEOUT)
+        assert (student.server.work / ASSIGNMENT / NOTEBOOK).exists()
+        shot(student.page, f"{name}-fetched")
+
+
+def open_notebook(student: Lab) -> None:
+    fetched = student.page.locator("#fetched_assignments_list")
+    if not fetched.get_by_text(NOTEBOOK.removesuffix(".ipynb"), exact=True).is_visible():
+        fetched.locator("a", has_text=ASSIGNMENT).first.click()         # expands the assignment's notebooks
+    fetched.get_by_text(NOTEBOOK.removesuffix(".ipynb"), exact=True).first.click()
+    student.cells().first.wait_for(timeout=TIMEOUT)
+    student.page.locator(".jp-NotebookPanel:visible .jp-Notebook-ExecutionIndicator[data-status='idle'], "
+                         ".jp-NotebookPanel:visible .validate-button").first.wait_for(timeout=TIMEOUT)
+
+
+def submit(student: Lab) -> None:
+    student.assignments()
+    row = student.page.locator("#fetched_assignments_list .list_item", has_text=ASSIGNMENT).first
+    before = student.page.locator("#submitted_assignments_list").inner_text()
+    row.get_by_role("button", name="Submit").click()
+    student.page.wait_for_function(
+        "before => document.querySelector('#submitted_assignments_list').innerText != before", arg=before,
+        timeout=TIMEOUT)
+
+
+TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
+
+
+def test_ada_hands_in_the_untouched_release_first(people):
+    ada = people["ada"]
+    submit(ada)
+    assert len(TIMESTAMP.findall(ada.page.locator("#submitted_assignments_list").inner_text())) == 1
+    shot(ada.page, "ada-first-submission")
+
+
+def test_a_correct_answer_typed_into_the_notebook_validates(people):
+    ada = people["ada"]
+    open_notebook(ada)
+    ada.type_into_cell(3, CORRECT)
+    shot(ada.page, "ada-typed-answer")
+    ada.run_all()
+    shot(ada.page, "ada-ran-all")
+    message = ada.validate()
+    shot(ada.page, "ada-validate-success")
+    ada.close_dialog()
+    assert "Success" in message and "passes all the tests" in message, message
+
+
+def test_a_buggy_answer_fails_validate_naming_the_misconception(people):
+    bob = people["bob"]
+    open_notebook(bob)
+    bob.type_into_cell(3, SAMPLE_VARIANCE)
+    bob.run_all()
+    shot(bob.page, "bob-ran-all")
+    message = bob.validate()
+    shot(bob.page, "bob-validate-failed")
+    bob.close_dialog()
+    # nbgrader shows the first failing test cell, its source and its error, whose message names the bug.
+    assert "Validation failed" in message or "failed" in message.lower(), message
+    assert MISCONCEPTION in message, message
+
+
+def test_both_submit_and_a_second_submission_keeps_both_timestamps(people):
+    for name in ("ada", "bob"):
+        submit(people[name])
+    ada_list = people["ada"].page.locator("#submitted_assignments_list").inner_text()
+    shot(people["ada"].page, "ada-second-submission")
+    assert len(set(TIMESTAMP.findall(ada_list))) == 2, ada_list
+    bob_list = people["bob"].page.locator("#submitted_assignments_list").inner_text()
+    assert len(set(TIMESTAMP.findall(bob_list))) == 1, bob_list        # not ada's
+
+
+def modal(page, text: str) -> str:
+    dialog = page.locator(".modal-dialog:visible")
+    dialog.wait_for(timeout=TIMEOUT)
+    content = dialog.inner_text()
+    assert text in content, content
+    dialog.locator(".modal-footer button").last.click()
+    dialog.wait_for(state="hidden")
+    return content
+
+
+def test_instructor_collects_and_autogrades_from_the_formgrader(people, formgrader):
+    row = formgrader.locator("tr", has=formgrader.locator(f"a:text-is('{ASSIGNMENT}')"))
+    row.locator(".collect a").click()
+    modal(formgrader, "Successfully collected")
+    formgrader.goto(people["instructor"].server.lab(f"formgrader/manage_submissions/{ASSIGNMENT}"))
+    for student in ("ada", "bob"):
+        submission = formgrader.locator("tr", has=formgrader.locator(f"td.student-id:text-is('{student}')"))
+        submission.locator(".autograde a").click()
+        modal(formgrader, f"Successfully autograded '{ASSIGNMENT}' for student '{student}'")
+    formgrader.reload()
+    formgrader.locator("td.score", has_text="/").first.wait_for()
+    shot(formgrader, "instructor-autograded")
+    scores = {student: formgrader.locator("tr", has=formgrader.locator(f"td.student-id:text-is('{student}')"))
+              .locator("td.score").inner_text().strip() for student in ("ada", "bob")}
+    # ada's later submission (the correct answer) was graded, not her untouched first one; bob's bug
+    # loses the worked example (1 point) and the population variance (2 points).
+    assert scores == {"ada": "11 / 11", "bob": "8 / 11"}, scores
+
+
+def test_instructor_reads_the_autograded_notebook_with_hidden_tests_and_scores(people, formgrader):
+    formgrader.goto(people["instructor"].server.lab(f"formgrader/gradebook/{ASSIGNMENT}/layernorm"))
+    formgrader.get_by_text("Submission #").first.wait_for()
+    rows = formgrader.locator("tr", has=formgrader.get_by_text("Submission #"))
+    for index in range(rows.count()):
+        if "8 / 11" in rows.nth(index).inner_text():
+            rows.nth(index).get_by_text("Submission #").click()
+            break
+    formgrader.locator(".nbgrader_cell").first.wait_for(timeout=TIMEOUT)
+    text = formgrader.locator("body").inner_text()
+    formgrader.get_by_text(HIDDEN_MARKER).first.scroll_into_view_if_needed()
+    shot(formgrader, "instructor-autograded-notebook")
+    assert HIDDEN_MARKER in text                       # the instructor sees the hidden tests
+    assert MISCONCEPTION in text
+
+
+def test_instructor_generates_and_releases_feedback(people, formgrader):
+    formgrader.goto(people["instructor"].server.lab("formgrader/manage_assignments"))
+    row = formgrader.locator("tr", has=formgrader.locator(f"a:text-is('{ASSIGNMENT}')"))
+    row.locator(".generate-feedback a").click()
+    modal(formgrader, "Successfully generated feedback")
+    row.locator(".release-feedback a").click()
+    modal(formgrader, "Successfully released feedback")
+    shot(formgrader, "instructor-released-feedback")
+
+
+@pytest.mark.parametrize("name, score", [("ada", "11"), ("bob", "8")])
+def test_each_student_fetches_only_their_own_feedback(people, name, score):
+    student = people[name]
+    student.assignments()
+    student.refresh_assignments()
+    submitted = student.page.locator("#submitted_assignments_list")
+    submitted.get_by_role("button", name="Fetch Feedback").first.click()
+    submitted.get_by_text("view feedback").first.wait_for(timeout=TIMEOUT)
+    shot(student.page, f"{name}-fetched-feedback")
+    pages = list((student.server.work / ASSIGNMENT / "feedback").glob("*/layernorm.html"))
+    assert len(pages) == 1, pages
+    html = pages[0].read_text()
+    assert HIDDEN_MARKER not in html and HIDDEN_SOURCE not in html
+    # The page as the student opens it in JupyterLab.
+    relative = pages[0].relative_to(student.server.work).as_posix()
+    student.page.goto(student.server.lab(f"lab/tree/{relative}"))
+    frame = student.page.frame_locator(".jp-HTMLViewer iframe")
+    body = frame.locator("body")
+    body.wait_for(timeout=TIMEOUT)
+    text = body.inner_text()
+    shot(student.page, f"{name}-feedback-page")
+    assert f"Score: {score}" in text or f"{score} / 11" in text or f"{score}.0 / 11.0" in text, text[:500]
+    if name == "bob":
+        assert MISCONCEPTION in text
+    assert HIDDEN_MARKER not in text
