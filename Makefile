@@ -42,6 +42,16 @@ $(BWRAP):
 test: $(BWRAP) $(STAMP) $(NPM_STAMP) $(CHROMIUM)
 	$(PY) -m pytest
 
+# JupyterLab for one role (tools/lab.py; the tests in tests/lab start it the same way). `make student`: the
+# Assignments tab and Validate, on the course's exchange (autograder/exchange), assignments fetched into
+# ~/gpt2-block. `make instructor`: the formgrader, grading with autograder/nbgrader_config.py (the sandbox).
+# Options go in LAB_ARGS, e.g. make student LAB_ARGS="--student ada --exchange /srv/nbgrader/exchange".
+.PHONY: student instructor
+student: $(STAMP)
+	$(PY) -m tools.lab student $(LAB_ARGS)
+instructor: $(BWRAP) $(STAMP)
+	$(PY) -m tools.lab instructor $(LAB_ARGS)
+
 # The lessons as .ipynb files in _build/notebooks, which the deploy workflow publishes on the
 # `notebooks` branch for the Colab buttons (Colab cannot open MyST Markdown).
 notebooks: $(STAMP)
