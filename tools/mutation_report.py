@@ -1,5 +1,6 @@
 """The grader's report card: every catalog bug, the checks it failed, the points it lost and the message
-the student saw; every alternative correct solution and its score.
+the student saw; every alternative correct solution and its score; and, for every hidden check a test
+cell promises ("Hidden checks: ..."), the catalog bugs that only that check catches.
 
     python -m tools.mutation_report        # grades the catalog with real nbgrader, rewrites the report
 
@@ -28,6 +29,48 @@ def first_line(text: str, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def hidden_promises(assignment: str) -> dict[str, str]:
+    """grade_id -> the "Hidden checks: ..." sentence of every test cell of the master with a hidden part."""
+    import nbformat
+
+    notebook = nbformat.read(grading.master_notebook(assignment), as_version=4)
+    promises = {}
+    for cell in notebook.cells:
+        record = cell.metadata.get("nbgrader", {})
+        if not record.get("grade") or record.get("solution") or "### BEGIN HIDDEN TESTS" not in cell.source:
+            continue
+        comments = []
+        for line in cell.source.splitlines():
+            if not line.startswith("#"):
+                break
+            comments.append(line.lstrip("#").strip())
+        text = " ".join(comments)
+        promises[record["grade_id"]] = text[text.lower().find("hidden checks"):] if "hidden checks" in text.lower() else ""
+    return promises
+
+
+def passed_visible_part(notebook, grade_id: str) -> bool:
+    """Whether a graded cell printed its 'passed: ...' line, i.e. failed only in its hidden part."""
+    for cell in notebook.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+            return any(out.output_type == "stream" and "passed: " in out.get("text", "") for out in cell.get("outputs", []))
+    return False
+
+
+def exercised_checks(assignment: str, scores: Scores, feedback: Feedback) -> dict[str, list[str]]:
+    """grade_id of each promised hidden check -> the catalog bugs that only it catches: the bug loses the
+    points of that one test cell, and only after the cell's visible part has passed."""
+    exercised: dict[str, list[str]] = {cell: [] for cell in hidden_promises(assignment)}
+    for variant in grading.load_catalog(assignment):
+        if variant.correct:
+            continue
+        result = scores(assignment, variant.student)
+        failed = [cell for cell, (score, top) in result.items() if score < top]
+        if len(failed) == 1 and failed[0] in exercised and passed_visible_part(feedback(assignment, variant.student), failed[0]):
+            exercised[failed[0]].append(variant.name)
+    return exercised
+
+
 def render(scores: Scores, feedback: Feedback) -> str:
     lines = [
         "# Mutation report: what the autograder catches",
@@ -39,7 +82,7 @@ def render(scores: Scores, feedback: Feedback) -> str:
         "differently from the master; it must score full marks.",
         "",
     ]
-    totals = {"bugs": 0, "caught": 0, "alternatives": 0, "full": 0}
+    totals = {"bugs": 0, "caught": 0, "alternatives": 0, "full": 0, "promises": 0, "backed": 0}
     for assignment in grading.assignments():
         variants = grading.load_catalog(assignment)
         if not variants:
@@ -65,10 +108,24 @@ def render(scores: Scores, feedback: Feedback) -> str:
             totals["alternatives"] += 1
             totals["full"] += got == top
             lines.append(f"| `{variant.name}` | {variant.misconception} | {got:g} / {top:g} |")
+        promises = hidden_promises(assignment)
+        exercised = exercised_checks(assignment, scores, feedback)
+        lines += ["", "| test cell | what its hidden part promises | bugs only that hidden part catches |",
+                  "| --- | --- | --- |"]
+        for cell, promise in promises.items():
+            bugs = ", ".join(f"`{name}`" for name in exercised[cell]) or "none yet"
+            totals["promises"] += 1
+            totals["backed"] += bool(exercised[cell])
+            lines.append(f"| `{cell}` | {first_line(promise, 400)} | {bugs} |")
         lines.append("")
     lines[8:8] = [
         f"**{totals['caught']} of {totals['bugs']} bugs lose points; {totals['full']} of "
-        f"{totals['alternatives']} alternative solutions score full marks.**", "",
+        f"{totals['alternatives']} alternative solutions score full marks; {totals['backed']} of "
+        f"{totals['promises']} test cells with hidden checks have a bug that only their hidden part catches.**",
+        "",
+        "Under each assignment, the last table takes each test cell that promises hidden checks and lists the",
+        "catalog bugs that lose the points of that cell alone, after its visible part has passed: the bugs that",
+        "prove the promised check is made.", "",
     ]
     return "\n".join(lines).rstrip() + "\n"
 
