@@ -12,7 +12,9 @@ JUPYTERLAB_SETTINGS_DIR, ...), so nothing is patched and nothing outside that fo
 - `labconfig/page_config.json` disables lab extensions (a student has no Create Assignment sidebar and no
   formgrader; nobody gets JupyterLab's "news" announcements prompt);
 - a student's `nbgrader_config.py` names the course, the exchange, the student's id and the time Validate
-  gives each cell (the course's grading timeout, autograder/grading_limits.py).
+  gives each cell (the course's grading timeout, autograder/grading_limits.py);
+- a student's server loads tools/lab_student.py, which gives a damaged notebook (not JSON, an answer cell
+  deleted) or an endless loop a clear message in Validate and Submit instead of a traceback.
 
 The instructor's server starts in the course's `autograder/` folder, where nbgrader reads the course's
 own `nbgrader_config.py`, so grading from the formgrader runs with the sandbox and the limits, exactly
@@ -65,7 +67,8 @@ def prepare(role: str, state: Path, *, exchange: Path | None = None, student: st
     disabled = dict(QUIET)
     if role == "student":
         disabled.update(INSTRUCTOR_ONLY_LAB)
-        write_json(config / "jupyter_server_config.json", {"ServerApp": {"jpserver_extensions": INSTRUCTOR_ONLY_SERVER}})
+        write_json(config / "jupyter_server_config.json", {"ServerApp": {"jpserver_extensions": {
+            **INSTRUCTOR_ONLY_SERVER, "tools.lab_student": True}}})
         exchange = exchange.resolve()
         exchange.mkdir(parents=True, exist_ok=True)
         (config / "nbgrader_config.py").write_text(
@@ -75,7 +78,10 @@ def prepare(role: str, state: Path, *, exchange: Path | None = None, student: st
             f"c.CourseDirectory.student_id = {student!r}\n"
             f"c.Exchange.root = {str(exchange)!r}\n"
             f"c.Exchange.cache = {str(state / 'nbgrader_cache')!r}\n"
-            f"c.Execute.timeout = {cell_timeout()}\n")
+            f"c.Execute.timeout = {cell_timeout()}\n"
+            "# Validate stops at the first cell that runs past the timeout (tools/lab_student.py).\n"
+            "from tools.lab_student import stop_at_timeout\n"
+            "c.Execute.on_cell_error = stop_at_timeout\n")
     else:
         write_json(config / "jupyter_server_config.json", {"ServerApp": {"jpserver_extensions": {}}})
     write_json(config / "labconfig" / "page_config.json", {"disabledExtensions": disabled})
@@ -124,6 +130,8 @@ def main(argv: list[str] | None = None) -> None:
     env = {**os.environ, **prepare(args.role, state, exchange=args.exchange, student=args.student)}
     # nbgrader calls `alembic` and `jupyter` from PATH: the course's environment comes first.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    # The student's server loads tools.lab_student (clear messages for damaged notebooks).
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     if args.role == "student":
         root, cwd = args.work.resolve(), args.work.resolve()
         root.mkdir(parents=True, exist_ok=True)

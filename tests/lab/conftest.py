@@ -33,7 +33,7 @@ SCREENSHOTS = TEST_OUTPUT / "lab"
 ASSIGNMENT = "01-layernorm"
 TOKEN = "course-lab-tests"
 # Validate gives each cell the course's grading timeout; the tests shorten it so the infinite loop ends soon.
-VALIDATE_TIMEOUT = 8
+VALIDATE_TIMEOUT = 20
 
 
 @dataclass
@@ -137,3 +137,11 @@ def chromium():
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Record each phase's outcome on the test, so a failed step can photograph what each person saw."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)

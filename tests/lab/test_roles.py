@@ -10,10 +10,11 @@ photographed into _build/test-output/lab/.
 
 from __future__ import annotations
 
-import json
 import re
 import textwrap
+import time
 
+import nbformat
 import pytest
 
 from tests.lab.conftest import ASSIGNMENT, SCREENSHOTS, VALIDATE_TIMEOUT, Server
@@ -32,7 +33,7 @@ SAMPLE_VARIANCE = textwrap.dedent("""\
 MISCONCEPTION = "divides by D-1"
 HIDDEN_MARKER = "BEGIN HIDDEN TESTS"
 HIDDEN_SOURCE = "check_example([2.0, 4.0, 6.0, 8.0]"       # a line of the hidden tests of test_worked_example
-TIMEOUT = 60_000          # ms: a click that runs a kernel or nbgrader on a busy 2-core machine
+TIMEOUT = 120_000         # ms: a click that runs a kernel or nbgrader on a busy 2-core machine
 
 _shots = iter(range(1, 100))
 
@@ -136,6 +137,16 @@ def people(chromium, servers):
         lab.context.close()
 
 
+@pytest.fixture(autouse=True)
+def photograph_failures(request):
+    """When a step fails, each person's screen goes to _build/test-output/lab/ as FAILED-<test>-<person>."""
+    yield
+    report = getattr(request.node, "report_call", None)
+    if report is not None and report.failed and "people" in request.fixturenames:
+        for name, lab in request.getfixturevalue("people").items():
+            lab.page.screenshot(path=SCREENSHOTS / f"FAILED-{request.node.name}-{name}.png")
+
+
 @pytest.fixture(scope="module")
 def formgrader(people):
     """The instructor's formgrader, opened from the Nbgrader menu, in a tab of its own."""
@@ -237,11 +248,19 @@ def test_a_correct_answer_typed_into_the_notebook_validates(people):
     assert "Success" in message and "passes all the tests" in message, message
 
 
-def test_a_buggy_answer_fails_validate_naming_the_misconception(people):
+def sandbox_probe(course) -> str:
+    """A line bob adds to his answer: whether his code can read the master notebook, with its solutions and
+    hidden tests (his own kernel can, in this scratch course; a grading kernel in the sandbox must not)."""
+    master = course / "solutions" / ASSIGNMENT / NOTEBOOK
+    return f"import os\nprint('master visible:', os.path.exists({str(master)!r}))\n"
+
+
+def test_a_buggy_answer_fails_validate_naming_the_misconception(people, servers):
     bob = people["bob"]
     open_notebook(bob)
-    bob.type_into_cell(3, SAMPLE_VARIANCE)
+    bob.type_into_cell(3, sandbox_probe(servers["instructor"].work) + SAMPLE_VARIANCE)
     bob.run_all()
+    assert bob.cells().nth(3).get_by_text("master visible: True").count() == 1
     shot(bob.page, "bob-ran-all")
     message = bob.validate()
     shot(bob.page, "bob-validate-failed")
@@ -304,6 +323,8 @@ def test_instructor_reads_the_autograded_notebook_with_hidden_tests_and_scores(p
     shot(formgrader, "instructor-autograded-notebook")
     assert HIDDEN_MARKER in text                       # the instructor sees the hidden tests
     assert MISCONCEPTION in text
+    # Graded from the formgrader with the course's configuration: the kernel ran in the sandbox.
+    assert "master visible: False" in text
 
 
 def test_instructor_generates_and_releases_feedback(people, formgrader):
@@ -341,3 +362,87 @@ def test_each_student_fetches_only_their_own_feedback(people, name, score):
     if name == "bob":
         assert MISCONCEPTION in text
     assert HIDDEN_MARKER not in text
+
+
+# --- damaged notebooks and endless loops --------------------------------------------------------
+
+def focus_notebook(student: Lab) -> None:
+    tab = student.page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=NOTEBOOK)
+    if tab.count():
+        tab.first.click()
+        student.cells().first.wait_for(timeout=TIMEOUT)
+    else:
+        student.assignments()
+        open_notebook(student)
+
+
+def test_validate_ends_an_infinite_loop_within_the_timeout_with_a_message(people):
+    ada = people["ada"]
+    focus_notebook(ada)
+    ada.type_into_cell(3, "def layernorm(x, gamma, beta, eps=1e-5):\n    while True:\n        pass")
+    started = time.monotonic()
+    message = ada.validate()
+    elapsed = time.monotonic() - started
+    shot(ada.page, "ada-validate-infinite-loop")
+    ada.close_dialog()
+    assert "Validate stopped" in message and f"more than {VALIDATE_TIMEOUT} s" in message, message
+    assert "Traceback" not in message
+    assert elapsed < 3 * VALIDATE_TIMEOUT          # the first timed-out cell ends it, not one timeout per test
+
+
+def test_a_deleted_answer_cell_gets_a_clear_message_in_validate_and_at_submission(people):
+    bob = people["bob"]
+    focus_notebook(bob)
+    # JupyterLab will not delete the answer cell (the release marks it undeletable) ...
+    bob.cells().nth(3).locator(".jp-InputPrompt").click()
+    bob.menu("Edit")
+    delete = bob.page.locator(".lm-Menu .lm-Menu-item", has_text=re.compile(r"^Delete Cells?"))
+    assert "lm-mod-disabled" in (delete.first.get_attribute("class") or "")
+    shot(bob.page, "bob-cannot-delete-the-answer-cell")
+    bob.close_menu()
+    # ... but an editor outside it can: the file loses its answer cell.
+    path = bob.server.work / ASSIGNMENT / NOTEBOOK
+    notebook = nbformat.read(path, as_version=4)
+    notebook.cells = [cell for cell in notebook.cells if cell.metadata.get("nbgrader", {}).get("grade_id") != "layernorm"]
+    nbformat.write(notebook, path)
+    message = validate_from_assignments_tab(bob)
+    assert "lost its answer cell 'layernorm'" in message and "Traceback" not in message, message
+    message = submit_refused(bob)
+    assert "Nothing was submitted" in message and "lost its answer cell" in message, message
+
+
+def validate_from_assignments_tab(student: Lab) -> str:
+    """The Validate button of the notebook's row in the Assignments tab (it validates the file on disk)."""
+    student.assignments()
+    student.refresh_assignments()
+    fetched = student.page.locator("#fetched_assignments_list")
+    if not fetched.get_by_role("button", name="Validate").first.is_visible():
+        fetched.locator("a", has_text=ASSIGNMENT).first.click()
+    fetched.get_by_role("button", name="Validate").first.click()
+    message = student.dialog()
+    shot(student.page, f"{student.server.name}-validate-damaged-notebook")
+    student.close_dialog()
+    return message
+
+
+def submit_refused(student: Lab) -> str:
+    student.assignments()
+    before = student.page.locator("#submitted_assignments_list").inner_text()
+    row = student.page.locator("#fetched_assignments_list .list_item", has_text=ASSIGNMENT).first
+    row.get_by_role("button", name="Submit").click()
+    message = student.dialog()
+    shot(student.page, f"{student.server.name}-submit-refused")
+    student.close_dialog()
+    assert "Traceback" not in message
+    assert student.page.locator("#submitted_assignments_list").inner_text() == before      # nothing new handed in
+    return message
+
+
+def test_a_notebook_that_is_not_json_gets_a_clear_message_in_validate_and_at_submission(people):
+    ada = people["ada"]
+    path = ada.server.work / ASSIGNMENT / NOTEBOOK
+    path.write_text(path.read_text()[:500])         # cut short, as a failed copy or an editor outside Jupyter leaves it
+    message = validate_from_assignments_tab(ada)
+    assert "is no longer a valid notebook" in message and "Traceback" not in message, message
+    message = submit_refused(ada)
+    assert "Nothing was submitted" in message and "no longer a valid notebook" in message, message
