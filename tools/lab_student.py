@@ -19,6 +19,7 @@ methods, loading this extension fails loudly (the browser tests in tests/lab cat
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 STOPPED = "course-validate-stopped:"
@@ -33,7 +34,12 @@ def stop_at_timeout(cell=None, cell_index=None, execute_reply=None, **_) -> None
     content = (execute_reply or {}).get("content", {})
     if content.get("ename") in ("CellTimeoutError", "KeyboardInterrupt"):
         first_line = next((line for line in (cell.source if cell else "").splitlines() if line.strip()), "")
-        raise ValidateStopped(f"{STOPPED} cell {cell_index} ({first_line[:80]})")
+        raise ValidateStopped(f"{STOPPED} the cell that begins {first_line[:60]!r}")
+
+
+def readable(*paragraphs: str) -> str:
+    """nbgrader's dialogs show the message in a <pre>: break it into lines that fit the dialog."""
+    return "\n\n".join(textwrap.fill(paragraph, 88) for paragraph in paragraphs)
 
 
 def answer_ids(notebook: dict) -> list[str]:
@@ -50,7 +56,8 @@ def problem_with(path: Path, release: Path | None) -> str | None:
     except (OSError, UnicodeDecodeError, ValueError) as error:
         return (f"{path.name} is no longer a valid notebook ({error}), so it cannot be run or graded. "
                 "It was probably edited outside JupyterLab or cut short. Restore it from File > Revert "
-                "Notebook to Checkpoint, or rename it and fetch the assignment again, then copy your answers in.")
+                "Notebook to Checkpoint, or rename the assignment's folder, fetch the assignment again and copy "
+                "your answers into the new notebook.")
     if release is not None and release.exists():
         try:
             expected = answer_ids(json.loads(release.read_text(encoding="utf-8")))
@@ -60,8 +67,8 @@ def problem_with(path: Path, release: Path | None) -> str | None:
         if missing:
             return (f"{path.name} has lost its answer cell{'s' if len(missing) > 1 else ''} "
                     f"{', '.join(repr(m) for m in missing)}: the grader looks for your answer there. Undo the "
-                    "deletion (Edit > Undo Delete Cells), or rename the notebook, fetch the assignment again "
-                    "and copy your answer into the new notebook's answer cell.")
+                    "deletion (Edit > Undo Cell Operation), or rename the assignment's folder, fetch the "
+                    "assignment again and copy your answer into the new notebook's answer cell.")
     return None
 
 
@@ -86,17 +93,17 @@ def _load_jupyter_server_extension(server_app) -> None:
         if target.is_relative_to(root):
             problem = problem_with(target, released_copy(target, self.load_config()))
             if problem:
-                return {"success": False, "value": problem}
+                return {"success": False, "value": readable(problem)}
         result = validate(self, path)
         value = str(result.get("value", ""))
         if not result.get("success") and (STOPPED in value or "CellTimeoutError" in value):
             where = value.split(STOPPED, 1)[1].splitlines()[0].strip() if STOPPED in value else "a cell"
             timeout = self.load_config().Execute.get("timeout", 30)
-            return {"success": False, "value": (
-                f"Validate stopped: {where} ran for more than {timeout} s. An answer that never returns "
-                "(an infinite loop, a loop whose condition never changes) is the usual cause; fix it, restart "
-                "the kernel and validate again. The grader stops such cells the same way and gives their "
-                "tests no points.")}
+            return {"success": False, "value": readable(
+                f"Validate stopped: {where} ran for more than {timeout} s.",
+                "An answer that never returns (an infinite loop, a loop whose condition never changes) is the "
+                "usual cause; fix it, restart the kernel and validate again. The grader stops such cells the "
+                "same way and gives their tests no points.")}
         return result
 
     def submit_assignment(self, course_id, assignment_id):
@@ -105,7 +112,7 @@ def _load_jupyter_server_extension(server_app) -> None:
         problems = [problem for notebook in sorted(folder.glob("*.ipynb"))
                     if (problem := problem_with(notebook, released_copy(notebook, config)))]
         if problems:
-            return {"success": False, "value": "Nothing was submitted. " + " ".join(problems)}
+            return {"success": False, "value": readable("Nothing was submitted.", *problems)}
         return submit(self, course_id, assignment_id)
 
     ValidateAssignmentHandler.validate_notebook = validate_notebook

@@ -385,6 +385,7 @@ def test_validate_ends_an_infinite_loop_within_the_timeout_with_a_message(people
     elapsed = time.monotonic() - started
     shot(ada.page, "ada-validate-infinite-loop")
     ada.close_dialog()
+    message = " ".join(message.split())            # the dialog breaks the message into lines
     assert "Validate stopped" in message and f"more than {VALIDATE_TIMEOUT} s" in message, message
     assert "Traceback" not in message
     assert elapsed < 3 * VALIDATE_TIMEOUT          # the first timed-out cell ends it, not one timeout per test
@@ -419,7 +420,7 @@ def validate_from_assignments_tab(student: Lab) -> str:
     if not fetched.get_by_role("button", name="Validate").first.is_visible():
         fetched.locator("a", has_text=ASSIGNMENT).first.click()
     fetched.get_by_role("button", name="Validate").first.click()
-    message = student.dialog()
+    message = " ".join(student.dialog().split())
     shot(student.page, f"{student.server.name}-validate-damaged-notebook")
     student.close_dialog()
     return message
@@ -430,7 +431,7 @@ def submit_refused(student: Lab) -> str:
     before = student.page.locator("#submitted_assignments_list").inner_text()
     row = student.page.locator("#fetched_assignments_list .list_item", has_text=ASSIGNMENT).first
     row.get_by_role("button", name="Submit").click()
-    message = student.dialog()
+    message = " ".join(student.dialog().split())
     shot(student.page, f"{student.server.name}-submit-refused")
     student.close_dialog()
     assert "Traceback" not in message
