@@ -93,7 +93,7 @@ def stop(server: Server) -> None:
         server.process.wait()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lab_course(tmp_path_factory) -> Path:
     """A scratch course (masters, configuration) with assignment 1 generated, as an instructor has it."""
     course = grading.make_course(tmp_path_factory.mktemp("lab-course") / "course")
@@ -101,10 +101,10 @@ def lab_course(tmp_path_factory) -> Path:
     return course
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def servers(lab_course, tmp_path_factory) -> dict[str, Server]:
     """The instructor's JupyterLab on the scratch course and two students' on its exchange, each started
-    once (all three at the same time) and shared by every test."""
+    once (all three at the same time) and shared by every test of the module."""
     exchange = lab_course / "autograder" / "exchange"
     exchange.mkdir(exist_ok=True)
     started = {"instructor": start("instructor", "instructor", tmp_path_factory.mktemp("instructor"),
@@ -125,7 +125,7 @@ def servers(lab_course, tmp_path_factory) -> dict[str, Server]:
             stop(server)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium():
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium (apt-get install chromium)")
@@ -145,3 +145,14 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"report_{report.when}", report)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Run these tests before every other test of the run.
+
+    Playwright's sync API cannot run twice at once in one thread, and the site's browser tests
+    (tests/browser/) keep theirs open for the whole session. This module's Chromium is closed when its
+    module ends, so running it first lets both suites share the process. (A stable sort: every other test
+    keeps its order.)"""
+    here = Path(__file__).parent
+    items.sort(key=lambda item: here not in Path(item.path).parents)
