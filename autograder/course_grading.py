@@ -189,10 +189,12 @@ def hidden_lines(nb: NotebookNode) -> set[str]:
 
 
 def output_text(output: NotebookNode) -> str:
+    """What an output shows a student. An error's traceback is left out: it quotes the failing test's
+    code by design, and the feedback never shows it (HideHiddenTests)."""
     if output.output_type == "stream":
         return output.get("text", "")
     if output.output_type == "error":
-        return f"{output.get('ename', '')}: {output.get('evalue', '')}\n" + "\n".join(output.get("traceback", []))
+        return f"{output.get('ename', '')}: {output.get('evalue', '')}"
     return "\n".join(str(data) if isinstance(data, str) else json.dumps(data)
                      for data in output.get("data", {}).values())
 

@@ -184,9 +184,9 @@ def _install_guard():
 
     hooks = []            # hooks the student's code installed, even ones it removed again
 
-    def count(label, original, student_only=lambda *args: True):
+    def count(label, original, by_student=lambda *args: from_student(3)):
         def counted(*args, **kwargs):
-            if from_student(2) and student_only(*args):
+            if by_student(*args):
                 hooks.append(label)
             return original(*args, **kwargs)
         return counted
@@ -197,8 +197,17 @@ def _install_guard():
         import torch.overrides
         import torch.utils._python_dispatch as dispatch
 
-        def student_mode(mode, *rest):         # torch.compile pushes modes of its own: not those
-            return _type(mode).__module__ == "__main__"
+        def student_mode(mode, *rest):
+            """A mode whose hook was written in one of the student's cells. Where it is pushed from does
+            not tell: PyTorch re-pushes a mode around each call it intercepts, and torch.compile pushes
+            modes of its own, both from inside whatever code is running."""
+            for name in ("__torch_function__", "__torch_dispatch__"):
+                hook = _getattr(_type(mode), name, None)
+                code = _getattr(hook, "__code__", None) or _getattr(_getattr(hook, "__func__", None), "__code__", None)
+                filename = _getattr(code, "co_filename", "")
+                if filename.startswith(cell_folder) and filename not in grader_files:
+                    return True
+            return False
 
         torch.overrides._push_on_torch_function_stack = count(
             "a torch function mode entered", torch.overrides._push_on_torch_function_stack, student_mode)

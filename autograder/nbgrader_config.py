@@ -52,6 +52,9 @@ def configure(c):
 
     # A hanging cell must not stall a whole class (the notebook as a whole has its own limit too).
     c.Execute.timeout = int(value("COURSE_GRADING_CELL_TIMEOUT"))
+    # Starting a kernel imports torch in the sandbox; on a machine loaded by parallel grading that can take
+    # well over nbclient's default of 60 s, and a kernel that is slow to start is not the student's fault.
+    c.Execute.startup_timeout = 180
 
     # Grading kernels run in a bubblewrap sandbox (see sandboxed_kernel.py). COURSE_GRADING_SANDBOX=0 turns it
     # off (then a kernel can read and write whatever the grader's user can, and only the timeouts apply).
