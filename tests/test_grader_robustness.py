@@ -15,6 +15,7 @@ import csv
 import json
 import shutil
 import subprocess
+import sys
 import threading
 import time
 
@@ -408,7 +409,6 @@ def test_a_kernel_cannot_stop_the_grader_and_the_class_finishes(hostile):
 
 
 def cgroups_available() -> bool:
-    import sys
     sys.path.insert(0, str(grading.REPO / "autograder"))
     import cgroups
     return cgroups.available()
@@ -538,7 +538,6 @@ def feedback_html(graded_in, student) -> str:
 
 def test_printing_the_running_test_leaks_no_hidden_code(hostile):
     import re
-    import sys
 
     sys.path.insert(0, str(grading.REPO / "autograder"))
     from course_grading import hidden_lines
@@ -549,6 +548,21 @@ def test_printing_the_running_test_leaks_no_hidden_code(hostile):
     hidden = hidden_lines(nbformat.read(grading.master_notebook(A), as_version=4))
     assert hidden and not [line for line in hidden if line in html]
     assert "quoted hidden test code" in flags(hostile, "prints-the-tests")
+
+
+OPEN_PAGE = """
+import sys
+from playwright.sync_api import sync_playwright
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
+with sync_playwright() as playwright:
+    browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    page = browser.new_page()
+    page.route("http*://**/*", lambda route: route.abort())      # no CDN: only the page itself
+    page.goto(sys.argv[1], wait_until="load")
+    page.wait_for_timeout(1000)
+    print(page.title())
+    browser.close()
+"""
 
 
 def test_feedback_pages_run_no_student_script(hostile):
@@ -571,19 +585,12 @@ def test_feedback_pages_run_no_student_script(hostile):
     elements = Elements()
     elements.feed(html)
     assert elements.found == [], f"the feedback page keeps active content: {elements.found}"
-    from playwright.sync_api import sync_playwright
-
-    from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
-
+    # Opened in a process of its own: the site's browser tests keep a Playwright session open in this one.
     page_file = hostile["scripts"] / "autograder" / "feedback" / "scripts" / A / "layernorm.html"
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        page = browser.new_page()
-        page.route("http*://**/*", lambda route: route.abort())      # no CDN: only the page itself
-        page.goto(page_file.as_uri(), wait_until="load")
-        page.wait_for_timeout(1000)
-        title = page.title()
-        browser.close()
+    opened = subprocess.run([sys.executable, "-c", OPEN_PAGE, page_file.as_uri()], capture_output=True, text=True,
+                            timeout=120, cwd=grading.REPO)
+    assert opened.returncode == 0, opened.stderr
+    title = opened.stdout.strip()
     assert "pwned" not in title, f"a student's script ran in the feedback page: {title!r}"
 
 
