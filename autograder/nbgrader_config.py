@@ -34,21 +34,9 @@ def configure(c):
     )
     from grading_limits import sandbox_enabled, value
 
-    c.CourseDirectory.course_id = "gpt2-block"
-    c.CourseDirectory.root = str(COURSE_ROOT)
-    c.CourseDirectory.source_directory = "solutions"
-    c.CourseDirectory.release_directory = "exercises"
-    c.CourseDirectory.submitted_directory = "autograder/submitted"
-    c.CourseDirectory.autograded_directory = "autograder/autograded"
-    c.CourseDirectory.feedback_directory = "autograder/feedback"
-
-    # nbgrader does not create the gradebook's folder itself.
-    (HERE / "gradebook").mkdir(exist_ok=True)
-    c.CourseDirectory.db_url = f"sqlite:///{HERE / 'gradebook' / 'gradebook.db'}"
-
-    # A local exchange folder, so release -> fetch -> submit -> collect works on one machine.
-    (HERE / "exchange").mkdir(exist_ok=True)
-    c.Exchange.root = str(HERE / "exchange")
+    # The course id, nbgrader's folders, the gradebook's URL and the exchange: course_directory.py, which the
+    # course's tools read as well (tools.course.Course).
+    load_subconfig(str(HERE / "course_directory.py"))  # noqa: F821 (provided by traitlets)
 
     # A hanging cell must not stall a whole class (the notebook as a whole has its own limit too).
     c.Execute.timeout = int(value("COURSE_GRADING_CELL_TIMEOUT"))
