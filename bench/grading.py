@@ -33,7 +33,8 @@ from pathlib import Path
 import nbformat
 
 from bench.common import REPO, SCRATCH, machine, run, save, table, timed
-from tools import grading
+from tools import grading, stock_nbgrader
+from tools.course import COURSE, Course
 
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 
@@ -54,10 +55,10 @@ def template() -> Path:
         if path.is_file():
             digest.update(str(path.relative_to(REPO)).encode() + path.read_bytes())
     course = SCRATCH / "grading" / f"template-{digest.hexdigest()[:12]}"
-    if not (course / "autograder" / "gradebook" / "gradebook.db").exists():
+    if not Course(course).gradebook_file.exists():
         shutil.rmtree(course, ignore_errors=True)
         grading.make_course(course)
-        for assignment in grading.assignments():
+        for assignment in COURSE.assignments():
             grading.nbgrader(course, "generate_assignment", assignment, "--force")
     _TEMPLATE = course
     return course
@@ -75,7 +76,7 @@ def answer_pool(assignment: str) -> list[tuple[str, nbformat.NotebookNode]]:
     """Correct and buggy submissions of one assignment, interleaved; built from the template course's
     own master and release, so that they match the assignments the run grades."""
     course = template()
-    name = grading.master_notebook(assignment).name
+    name = COURSE.master_notebook(assignment).name
     release = course / "exercises" / assignment / name
 
     def filled(cells: dict[str, str]) -> nbformat.NotebookNode:
@@ -94,7 +95,7 @@ def answer_pool(assignment: str) -> list[tuple[str, nbformat.NotebookNode]]:
 def synthetic_class(course: Path, size: int) -> dict[str, dict[str, str]]:
     """Submit `size` students, each with every assignment; returns student -> assignment -> answer."""
     roster: dict[str, dict[str, str]] = {}
-    for number, assignment in enumerate(grading.assignments()):
+    for number, assignment in enumerate(COURSE.assignments()):
         pool = answer_pool(assignment)
         for index in range(size):
             student = f"student-{index:04d}"
@@ -108,8 +109,8 @@ def synthetic_class(course: Path, size: int) -> dict[str, dict[str, str]]:
 
 def stock(course: Path) -> None:
     """What the instructors' page says: `nbgrader autograde A` per assignment, students in turn."""
-    for assignment in grading.assignments():
-        grading.nbgrader(course, "autograde", assignment, check=False)
+    for assignment in COURSE.assignments():
+        stock_nbgrader.autograde(course, assignment)
 
 
 def ours(course: Path, workers: int | None, record: Path) -> dict:
@@ -121,7 +122,7 @@ def ours(course: Path, workers: int | None, record: Path) -> dict:
 
 
 def feedback(course: Path) -> None:
-    for assignment in grading.assignments():
+    for assignment in COURSE.assignments():
         grading.nbgrader(course, "generate_feedback", assignment, check=False)
 
 
@@ -131,9 +132,8 @@ def gradebook_rows(course: Path) -> dict:
     from nbgrader.api import Gradebook
 
     rows = {}
-    db = course / "autograder" / "gradebook" / "gradebook.db"
-    with Gradebook(f"sqlite:///{db}", "gpt2-block") as gradebook:
-        for assignment in grading.assignments():
+    with Gradebook(Course(course).db_url, COURSE.course_id) as gradebook:
+        for assignment in COURSE.assignments():
             for submission in gradebook.assignment_submissions(assignment):
                 key = f"{assignment}/{submission.student.id}"
                 rows[key] = {
@@ -258,7 +258,7 @@ def per_assignment(course: Path, summary: dict) -> dict:
     """Per assignment: mean time to grade one submission in a worker, and how much of it the cells took
     (the rest is the kernel's start-up, nbgrader's processing and the gradebook)."""
     rows = {}
-    for assignment in grading.assignments():
+    for assignment in COURSE.assignments():
         units = [r for r in summary["results"] if r["assignment"] == assignment]
         cells = [cell_seconds(path) for path in (course / "autograder" / "autograded").glob(f"*/{assignment}/*.ipynb")]
         if units and cells:
@@ -276,7 +276,7 @@ def single(workers: int | None, skip_stock: bool, repeat: int = 3) -> dict:
     runs = []
     for index in range(repeat):
         course = clone(f"single-ours-{index}")
-        for assignment in grading.assignments():
+        for assignment in COURSE.assignments():
             grading.submit(course, student, assignment, answer_pool(assignment)[0][1])   # the master
         timing: dict = {}
         with timed(timing, "ours"):
@@ -288,7 +288,7 @@ def single(workers: int | None, skip_stock: bool, repeat: int = 3) -> dict:
                              "runs": runs}}
     if not skip_stock:
         course = clone("single-stock")
-        for assignment in grading.assignments():
+        for assignment in COURSE.assignments():
             grading.submit(course, student, assignment, answer_pool(assignment)[0][1])
         with timed(result, "stock"):
             stock(course)
@@ -301,7 +301,7 @@ def single(workers: int | None, skip_stock: bool, repeat: int = 3) -> dict:
 
 
 def klass(size: int, workers: int | None, skip_stock: bool) -> dict:
-    result: dict = {"class_size": size, "notebooks": size * len(grading.assignments())}
+    result: dict = {"class_size": size, "notebooks": size * len(COURSE.assignments())}
     courses = {"ours": clone("class-ours")}
     if not skip_stock:
         courses["stock"] = clone("class-stock")
@@ -340,18 +340,18 @@ def klass(size: int, workers: int | None, skip_stock: bool) -> dict:
         "wall_s_per_notebook": round(per_notebook_wall, 3),
         # The measured wall time per notebook scales linearly with the class (grading is embarrassingly
         # parallel); an idle machine does better, bounded below by CPU time / cores.
-        "class_100_full_s_measured_rate": round(per_notebook_wall * 100 * len(grading.assignments()), 1),
-        "class_100_full_s_cpu_bound": round(per_notebook_cpu * 100 * len(grading.assignments()) / cores, 1),
+        "class_100_full_s_measured_rate": round(per_notebook_wall * 100 * len(COURSE.assignments()), 1),
+        "class_100_full_s_cpu_bound": round(per_notebook_cpu * 100 * len(COURSE.assignments()) / cores, 1),
         "budget_class_100_s": 480,
         # 1,000 students on one such machine, and split over 10 (tools.grade_class --shard I/10, then
         # tools.merge_gradebooks, whose own cost per submission is measured by the sharded benchmark).
-        "class_1000_full_s_one_machine": round(per_notebook_wall * 1000 * len(grading.assignments()), 1),
-        "class_1000_full_s_ten_machines": round(per_notebook_wall * 100 * len(grading.assignments()), 1),
+        "class_1000_full_s_one_machine": round(per_notebook_wall * 1000 * len(COURSE.assignments()), 1),
+        "class_1000_full_s_ten_machines": round(per_notebook_wall * 100 * len(COURSE.assignments()), 1),
     }
     if not skip_stock:
         stock_rate = result["stock"]["wall_s"] / notebooks
         result["extrapolation"]["stock_wall_s_per_notebook"] = round(stock_rate, 3)
-        result["extrapolation"]["stock_class_100_full_s"] = round(stock_rate * 100 * len(grading.assignments()), 1)
+        result["extrapolation"]["stock_class_100_full_s"] = round(stock_rate * 100 * len(COURSE.assignments()), 1)
     return result
 
 
@@ -377,7 +377,7 @@ def sharded(size: int, shards: int = 2) -> dict:
     with timed(result, "merge"):
         run([sys.executable, "-m", "tools.merge_gradebooks", "all", "--course", str(main_course), "--from",
              *map(str, courses)])
-    result["merge"]["s_per_submission"] = round(result["merge"]["wall_s"] / (size * len(grading.assignments())), 4)
+    result["merge"]["s_per_submission"] = round(result["merge"]["wall_s"] / (size * len(COURSE.assignments())), 4)
     feedback(main_course)
     return result
 

@@ -2,41 +2,51 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from tools import grading
+from tools.course import COURSE
 
 
 @pytest.fixture(scope="session")
 def course(tmp_path_factory):
     """A scratch course after `nbgrader generate_assignment` of every assignment."""
     course = grading.make_course(tmp_path_factory.mktemp("course"))
-    for assignment in grading.assignments():
+    for assignment in COURSE.assignments():
         grading.nbgrader(course, "generate_assignment", assignment, "--force")
     return course
 
 
 @dataclass
 class GradedClass:
-    """Where each student of the test class was graded, and how to read their results."""
+    """The known submissions of each assignment (the master, the untouched release, every catalog
+    variant, each handed in by its own student), graded by the course's grading engine (tools.grade_class,
+    as instructors run it) in a course of their own. An assignment is graded the first time a test asks
+    for it, so running one assignment's tests grades only that assignment."""
 
-    graded_in: dict[str, Path]
+    course: Path
+    summaries: dict[str, dict] = field(default_factory=dict)
+
+    def grade(self, assignment: str) -> dict:
+        """The engine's summary of grading `assignment`'s class (graded now if no test asked before)."""
+        if assignment not in self.summaries:
+            self.summaries[assignment] = grading.grade_submissions(self.course, grading.known_submissions(assignment))
+        return self.summaries[assignment]
 
     def scores(self, assignment: str, student: str) -> dict[str, tuple[float, float]]:
-        return grading.cell_scores(self.graded_in[student], assignment, student)
+        self.grade(assignment)
+        return grading.cell_scores(self.course, assignment, student)
 
     def feedback(self, assignment: str, student: str) -> nbformat.NotebookNode:
-        return grading.autograded_notebook(self.graded_in[student], assignment, student)
+        self.grade(assignment)
+        return grading.autograded_notebook(self.course, assignment, student)
 
 
 @pytest.fixture(scope="session")
-def graded(course):
-    """A class autograded once with real nbgrader: per assignment the master, the untouched release and
-    every catalog variant, each submitted as its own student."""
-    submissions = [submission for assignment in grading.assignments()
-                   for submission in grading.known_submissions(assignment)]
-    return GradedClass(grading.grade_class(course, submissions))
+def graded(course, tmp_path_factory):
+    """The class of known submissions, graded assignment by assignment as the tests ask."""
+    return GradedClass(grading.copy_course(course, tmp_path_factory.mktemp("graded") / "course"))

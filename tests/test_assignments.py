@@ -8,8 +8,9 @@ import nbformat
 import pytest
 
 from tools import grading
+from tools.course import COURSE
 
-ASSIGNMENTS = grading.assignments()
+ASSIGNMENTS = COURSE.assignments()
 
 
 def graded_cells(notebook):
@@ -18,7 +19,7 @@ def graded_cells(notebook):
 
 
 def master(assignment):
-    return nbformat.read(grading.master_notebook(assignment), as_version=4)
+    return nbformat.read(COURSE.master_notebook(assignment), as_version=4)
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
@@ -43,7 +44,7 @@ def test_intro_states_the_total_points_and_the_number_of_test_cells(assignment):
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_visible_part_of_each_test_cell_prints_what_passed_and_names_its_hidden_checks(assignment):
-    release = nbformat.read(grading.release_notebook(assignment), as_version=4)
+    release = nbformat.read(COURSE.release_notebook(assignment), as_version=4)
     hidden = {cell.metadata.nbgrader.grade_id for cell in graded_cells(master(assignment))
               if "### BEGIN HIDDEN TESTS" in cell.source}
     for cell in graded_cells(release):

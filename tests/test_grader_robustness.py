@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import csv
 import json
-import shutil
 import subprocess
 import sys
 import threading
@@ -23,10 +22,11 @@ import nbformat
 import pytest
 
 from tests import attacks
-from tools import grade_class, grading
+from tools import grade_class, grading, stock_nbgrader
+from tools.course import COURSE, Course
 
 A = "01-layernorm"
-NOTEBOOK = grading.master_notebook(A).name
+NOTEBOOK = COURSE.master_notebook(A).name
 LIMITS = {"COURSE_GRADING_CELL_TIMEOUT": "8", "COURSE_GRADING_CPU_SECONDS": "12", "COURSE_GRADING_MEMORY_GB": "3",
           "COURSE_GRADING_NOTEBOOK_TIMEOUT": "60"}
 
@@ -110,7 +110,7 @@ CLASS = {
     "sample-variance": answer(SAMPLE_VARIANCE),
     "sample-variance-twin": answer(SAMPLE_VARIANCE),
     # 1. answer cells that raise
-    "not-implemented": nbformat.read(grading.release_notebook(A), as_version=4),
+    "not-implemented": nbformat.read(COURSE.release_notebook(A), as_version=4),
     "syntax-error": answer("def layernorm(x, gamma, beta, eps=1e-5)\n    return x"),
     "name-error": answer("layernorm = undefined_helper"),
     # 2. hangs: a sleeping loop hits the cell timeout
@@ -183,16 +183,17 @@ MALFORMED = {
 
 
 @pytest.fixture(scope="module")
-def hostile(course):
+def hostile(course, tmp_path_factory):
     submissions = [grading.Submission(student, A, notebook) for student, notebook in CLASS.items()]
     submissions += [grading.Submission(student, A, content) for student, content in MALFORMED.items()]
     submissions.append(grading.Submission("renamed", A, answer(CORRECT), filename="layernorm (1).ipynb"))
     submissions.append(grading.Submission("extra-files", A, answer(CORRECT),
                                           extra_files={"notes.txt": b"my notes", "scratch.py": b"x = 1\n"}))
+    root = grading.copy_course(course, tmp_path_factory.mktemp("hostile") / "course")
     started = time.monotonic()
-    graded_in = grading.grade_class(course, submissions, env=LIMITS)
+    grading.grade_submissions(root, submissions, env=LIMITS)       # as instructors grade: the engine
     HOSTILE_SECONDS.append(time.monotonic() - started)
-    return graded_in
+    return {submission.student: root for submission in submissions}
 
 
 HOSTILE_SECONDS: list[float] = []
@@ -340,24 +341,24 @@ except OSError:
 @pytest.fixture(scope="module")
 def snooped(course, tmp_path_factory):
     """A class in which one student tries to read and delete the gradebook, masters and others' work."""
-    class_course = tmp_path_factory.mktemp("snoop") / "course"
-    import shutil
-    shutil.copytree(course, class_course, ignore=shutil.ignore_patterns("submitted", "autograded", "feedback"))
+    class_course = grading.copy_course(course, tmp_path_factory.mktemp("snoop") / "course")
     honest = grading.submit(class_course, "honest", A, answer(CORRECT))
     grading.submit(class_course, "snooper", A, answer(SNOOPER))
-    protected = [class_course / "autograder" / "gradebook" / "gradebook.db", honest,
+    gradebook = Course(class_course).gradebook_file
+    protected = [gradebook, honest,
                  *sorted((class_course / "solutions").rglob("*.ipynb"))]
     before = {path: path.read_bytes() for path in protected}
-    grading.nbgrader(class_course, "autograde", A, env=LIMITS, check=False)
+    stock_nbgrader.autograde(class_course, A, env=LIMITS)      # as the formgrader grades: stock nbgrader
     return class_course, before
 
 
 def test_grading_kernels_cannot_see_or_touch_the_gradebook_masters_or_other_submissions(snooped):
     class_course, before = snooped
+    gradebook = Course(class_course).gradebook_file
     for path, content in before.items():
-        if path.name != "gradebook.db":         # the grader itself writes the gradebook
+        if path != gradebook:                   # the grader itself writes the gradebook
             assert path.read_bytes() == content, f"{path} changed during grading"
-    assert (class_course / "autograder" / "gradebook" / "gradebook.db").exists()
+    assert gradebook.exists()
     feedback = grading.autograded_notebook(class_course, A, "snooper")
     printed = "".join(out.get("text", "") for cell in feedback.cells for out in cell.get("outputs", []))
     assert "found 0" in printed and "no network" in printed
@@ -409,7 +410,7 @@ def test_a_kernel_cannot_stop_the_grader_and_the_class_finishes(hostile):
 
 
 def cgroups_available() -> bool:
-    sys.path.insert(0, str(grading.REPO / "autograder"))
+    sys.path.insert(0, str(COURSE.root / "autograder"))
     import cgroups
     return cgroups.available()
 
@@ -453,20 +454,16 @@ def machine_class(course, tmp_path_factory):
     """The attacks on the machine, graded again by the class-grading command beside an honest student,
     with a submission whose timestamp.txt is garbage."""
     root = tmp_path_factory.mktemp("machine") / "course"
-    shutil.copytree(course, root, ignore=shutil.ignore_patterns("submitted", "autograded", "feedback"))
+    grading.copy_course(course, root)
     for student, notebook in {"honest": answer(CORRECT), **MACHINE_ATTACKS}.items():
         grading.submit(root, student, A, notebook)
     garbage = grading.submit(root, "bad-timestamp", A, answer(CORRECT))
     (garbage.parent / "timestamp.txt").write_text("the day after tomorrow")
-    import os
-    saved = {key: os.environ.get(key) for key in LIMITS}
-    os.environ.update(LIMITS)
-    try:
+    with pytest.MonkeyPatch.context() as patch:       # the workers inherit the limits; restored after
+        for key, limit in LIMITS.items():
+            patch.setenv(key, limit)
         summary = grade_class.grade_class(root, [A], workers=2, progress=False)
         again = grade_class.grade_class(root, [A], workers=2, progress=False)
-    finally:
-        for key, old in saved.items():
-            os.environ.pop(key) if old is None else os.environ.__setitem__(key, old)
     return root, summary, again
 
 
@@ -490,7 +487,7 @@ def test_a_grading_worker_that_dies_fails_only_its_submission(course, tmp_path_f
     """A worker killed from outside (out of memory, an operator's kill) while grading: that submission is
     reported failed with the reason, a new worker grades the rest, and the run ends."""
     root = tmp_path_factory.mktemp("dying-worker") / "course"
-    shutil.copytree(course, root, ignore=shutil.ignore_patterns("submitted", "autograded", "feedback"))
+    grading.copy_course(course, root)
     grading.submit(root, "first", A, answer(CORRECT))
     grading.submit(root, "slow", A, answer(CORRECT + "\nimport time\ntime.sleep(30)"))
     grading.submit(root, "third", A, answer(CORRECT))
@@ -539,13 +536,13 @@ def feedback_html(graded_in, student) -> str:
 def test_printing_the_running_test_leaks_no_hidden_code(hostile):
     import re
 
-    sys.path.insert(0, str(grading.REPO / "autograder"))
+    sys.path.insert(0, str(COURSE.root / "autograder"))
     from course_grading import hidden_lines
 
     html = re.sub(r"\s+", "", feedback_html(hostile, "prints-the-tests"))
     import html as html_module
     html = html_module.unescape(html)
-    hidden = hidden_lines(nbformat.read(grading.master_notebook(A), as_version=4))
+    hidden = hidden_lines(nbformat.read(COURSE.master_notebook(A), as_version=4))
     assert hidden and not [line for line in hidden if line in html]
     assert "quoted hidden test code" in flags(hostile, "prints-the-tests")
 
@@ -588,7 +585,7 @@ def test_feedback_pages_run_no_student_script(hostile):
     # Opened in a process of its own: the site's browser tests keep a Playwright session open in this one.
     page_file = hostile["scripts"] / "autograder" / "feedback" / "scripts" / A / "layernorm.html"
     opened = subprocess.run([sys.executable, "-c", OPEN_PAGE, page_file.as_uri()], capture_output=True, text=True,
-                            timeout=120, cwd=grading.REPO)
+                            timeout=120, cwd=COURSE.root)
     assert opened.returncode == 0, opened.stderr
     title = opened.stdout.strip()
     assert "pwned" not in title, f"a student's script ran in the feedback page: {title!r}"

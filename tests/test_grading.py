@@ -3,8 +3,9 @@
 import pytest
 
 from tools import grading
+from tools.course import COURSE
 
-ASSIGNMENTS = grading.assignments()
+ASSIGNMENTS = COURSE.assignments()
 VARIANTS = [variant for assignment in ASSIGNMENTS for variant in grading.load_catalog(assignment)]
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import nbformat
 
 from tools import grading
+from tools.course import COURSE, tool_env
 
 ASSIGNMENT = "01-layernorm"
 
@@ -21,12 +22,12 @@ def test_release_fetch_submit_collect_grade_and_export(course, tmp_path):
     # The student's side: fetch into their own folder, answer, submit.
     home = tmp_path / "student"
     home.mkdir()
-    student_args = [f"--Exchange.root={exchange}", "--CourseDirectory.course_id=gpt2-block"]
+    student_args = [f"--Exchange.root={exchange}", f"--CourseDirectory.course_id={COURSE.course_id}"]
     nbgrader = str(Path(sys.executable).with_name("nbgrader"))
-    run = lambda *args: subprocess.run([nbgrader, *args, *student_args], cwd=home, env=grading.nbgrader_env(),
+    run = lambda *args: subprocess.run([nbgrader, *args, *student_args], cwd=home, env=tool_env(),
                                        check=True, capture_output=True, text=True)
     run("fetch_assignment", ASSIGNMENT)
-    fetched = home / ASSIGNMENT / grading.master_notebook(ASSIGNMENT).name
+    fetched = home / ASSIGNMENT / COURSE.master_notebook(ASSIGNMENT).name
     answer = {"layernorm": grading.load_catalog(ASSIGNMENT)[-1].cells["layernorm"]}   # a correct variant
     notebook = grading.submission_from_release(ASSIGNMENT, answer)
     nbformat.write(notebook, fetched)

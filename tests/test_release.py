@@ -7,9 +7,9 @@ import nbformat
 import pytest
 
 from tools import grading
-from tools.notebooks import REPO
+from tools.course import COURSE, REPO
 
-ASSIGNMENTS = grading.assignments()
+ASSIGNMENTS = COURSE.assignments()
 
 
 def files_under(folder):
@@ -18,7 +18,7 @@ def files_under(folder):
 
 def solution_lines(assignment):
     """Every substantive line inside a master's solution regions and hidden-test regions."""
-    notebook = nbformat.read(grading.master_notebook(assignment), as_version=4)
+    notebook = nbformat.read(COURSE.master_notebook(assignment), as_version=4)
     regions = []
     for cell in notebook.cells:
         regions += re.findall(r"### BEGIN (?:SOLUTION|HIDDEN TESTS)\n(.*?)### END", cell.source, re.S)
@@ -54,6 +54,6 @@ def test_release_contains_no_solution_and_no_hidden_test(assignment):
     assert not re.search(r"(BEGIN|END) (SOLUTION|HIDDEN TESTS)", text)
     leaked = [line for line in solution_lines(assignment) if line in text]
     assert not leaked, f"solution or hidden-test lines in the release: {leaked[:3]}"
-    release = nbformat.read(grading.release_notebook(assignment), as_version=4)
+    release = nbformat.read(COURSE.release_notebook(assignment), as_version=4)
     answers = [cell for cell in release.cells if cell.metadata.get("nbgrader", {}).get("solution")]
     assert answers and all("raise NotImplementedError()" in cell.source for cell in answers)

@@ -1,9 +1,13 @@
-"""Autograde a whole class with nbgrader, across several worker processes.
+"""The course's grading engine: autograde a whole class with nbgrader, across several worker processes.
 
     python -m tools.grade_class 01-layernorm                 # every submission of one assignment
     python -m tools.grade_class 01-layernorm 02-mlp --workers 4
     python -m tools.grade_class all --force                  # every assignment, regrading everyone
     python -m tools.grade_class all --shard 0/3              # machine 0 of 3: a third of the class
+
+An nbgrader-style application (`GradeClassApp`, traitlets configuration): its options can also be set in
+`autograder/nbgrader_config.py`, e.g. `c.GradeClassApp.workers = 4`; `--help-all` lists them. The
+instructors' command, the test suite, the mutation report and the benchmarks all grade through it.
 
 Runs from any folder; grades the course this file belongs to (`--course ROOT` for another copy):
 submissions in `autograder/submitted/<student>/<assignment>/`, results into the course's gradebook,
@@ -43,12 +47,20 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-# The layout nbgrader_config.py sets, relative to the course root.
-SOURCE = "solutions"
-SUBMITTED = "autograder/submitted"
-AUTOGRADED = "autograder/autograded"
-LOG = "autograder/gradebook/grade_class.log"
+from jupyter_core.application import JupyterApp
+from nbgrader.apps.baseapp import NbGrader, nbgrader_flags
+from traitlets import Bool, Int, List, Unicode
+from traitlets.config import Application
+
+from tools.course import REPO, Course, kernel_threads, tool_env
+
+LOG_NAME = "grade_class.log"          # beside the gradebook
+
+
+def log_path(course: Course) -> Path:
+    """The workers' log: beside a SQLite gradebook, else in the autograder folder."""
+    folder = course.gradebook_file.parent if course.gradebook_file else course.autograder
+    return folder / LOG_NAME
 
 
 @dataclass
@@ -69,12 +81,8 @@ class Result:
 
 # --- what needs grading --------------------------------------------------------------------------
 
-def course_assignments(course: Path) -> list[str]:
-    return sorted(path.name for path in (course / SOURCE).iterdir() if path.is_dir())
-
-
-def submitted_students(course: Path, assignment: str) -> list[str]:
-    return sorted(path.parent.name for path in (course / SUBMITTED).glob(f"*/{assignment}") if path.is_dir())
+def submitted_students(course: Course, assignment: str) -> list[str]:
+    return sorted(path.parent.name for path in course.folder("submitted").glob(f"*/{assignment}") if path.is_dir())
 
 
 def read_timestamp(folder: Path):
@@ -100,30 +108,30 @@ def executed(notebook: Path) -> bool:
                for cell in cells if isinstance(cell, dict))
 
 
-def graded_timestamps(course: Path, assignment: str) -> dict:
+def graded_timestamps(course: Course, assignment: str) -> dict:
     """student -> the submission time the gradebook recorded when that student was last graded."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    if not (course / "autograder" / "gradebook" / "gradebook.db").exists():
+    if course.gradebook_file is not None and not course.gradebook_file.exists():
         return {}
-    with Gradebook(gradebook_url(course)) as gradebook:
+    with Gradebook(course.db_url) as gradebook:
         try:
             return {s.student_id: s.timestamp for s in gradebook.assignment_submissions(assignment)}
         except MissingEntry:
             return {}
 
 
-def is_graded(course: Path, assignment: str, student: str, recorded: dict | None = None) -> bool:
+def is_graded(course: Course, assignment: str, student: str, recorded: dict | None = None) -> bool:
     """Decided from what the instructor's side holds: the submitted folder (nbgrader collect writes it)
     and the gradebook. Nothing the graded notebook's kernel could write takes part."""
-    submitted = course / SUBMITTED / student / assignment
-    graded = course / AUTOGRADED / student / assignment
+    submitted = course.path("submitted", student, assignment)
+    graded = course.path("autograded", student, assignment)
     if not graded.is_dir() or graded.is_symlink():
         return False
     recorded = graded_timestamps(course, assignment) if recorded is None else recorded
     if student not in recorded:
         return False                  # the gradebook never saw this submission graded
-    masters = {path.name for path in (course / SOURCE / assignment).glob("*.ipynb")}
+    masters = {path.name for path in course.path("source", ".", assignment).glob("*.ipynb")}
     for name in masters:
         if (submitted / name).exists() and not executed(graded / name):
             return False              # interrupted between the sanitized copy and the graded one
@@ -142,7 +150,7 @@ def in_shard(student: str, shard: tuple[int, int] | None) -> bool:
     return int(hashlib.sha256(student.encode()).hexdigest(), 16) % count == index
 
 
-def plan(course: Path, assignments: list[str], force: bool, students: list[str] | None = None,
+def plan(course: Course, assignments: list[str], force: bool, students: list[str] | None = None,
          shard: tuple[int, int] | None = None) -> tuple[list[Unit], int]:
     """The (assignment, student) pairs to grade, and how many were skipped as already graded."""
     units, skipped = [], 0
@@ -164,7 +172,7 @@ _app = None
 _worker = 0
 
 
-def start_worker(course: str, threads: int, log: str, number: int) -> None:
+def start_worker(course: str, threads: int, log: str, env: dict[str, str], number: int) -> None:
     """Runs once in each worker: quiet Ctrl-C (the parent decides), logs to a file, load the config."""
     global _app, _worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -174,9 +182,9 @@ def start_worker(course: str, threads: int, log: str, number: int) -> None:
     os.dup2(handle, 2)
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
-    os.environ["OMP_NUM_THREADS"] = str(threads)              # inherited by the grading kernels
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"   # alembic
-    os.chdir(Path(course) / "autograder")                     # where nbgrader reads its config
+    # This process exists only to grade: its environment is the kernels' (threads) and nbgrader's (alembic).
+    os.environ.update(tool_env(env, threads=threads))
+    os.chdir(Course(course).autograder)                       # where nbgrader reads its config
 
     from nbgrader.apps.autogradeapp import AutogradeApp
 
@@ -214,9 +222,9 @@ def grade(unit: Unit, force: bool = True) -> Result:
     return Result(unit.assignment, unit.student, not error, round(time.perf_counter() - started, 3), _worker, error)
 
 
-def worker_main(connection, course: str, threads: int, log: str, number: int) -> None:
+def worker_main(connection, course: str, threads: int, log: str, env: dict[str, str], number: int) -> None:
     """A worker process: load the configuration once, then grade what the parent sends until None."""
-    start_worker(course, threads, log, number)
+    start_worker(course, threads, log, env, number)
     while (unit := connection.recv()) is not None:
         # Every unit here needs grading: force removes a half-written output of an interrupted run.
         connection.send(grade(unit, force=True))
@@ -236,9 +244,10 @@ class Supervisor:
     the submission it was grading is reported failed with the reason; the other workers go on. (A
     multiprocessing.Pool waits forever for the result of a worker that died.)"""
 
-    def __init__(self, course: Path, workers: int, threads: int, log: Path, unit_timeout: float):
+    def __init__(self, course: Path, workers: int, threads: int, log: Path, unit_timeout: float,
+                 env: dict[str, str] | None = None):
         self.context = multiprocessing.get_context("spawn")
-        self.args = (str(course), threads, str(log))
+        self.args = (str(course), threads, str(log), dict(env or {}))
         self.unit_timeout = unit_timeout
         self.started = 0
         self.slots = [self.spawn() for _ in range(workers)]
@@ -314,18 +323,19 @@ class Supervisor:
             slot.process.join(5)
 
 
-def unit_timeout(course: Path) -> float:
+def unit_timeout(course: Course) -> float:
     """How long one submission may take to grade: its notebooks' time limit, plus start-up and saving."""
-    sys.path.insert(0, str(course / "autograder"))
+    sys.path.insert(0, str(course.autograder))
     from grading_limits import value
 
-    notebooks = max(1, max((len(list(p.glob("*.ipynb"))) for p in (course / SOURCE).iterdir() if p.is_dir()), default=1))
-    return notebooks * value("COURSE_GRADING_NOTEBOOK_TIMEOUT") + 120
+    source = course.folder("source")
+    notebooks = max((len(list(p.glob("*.ipynb"))) for p in source.iterdir() if p.is_dir()), default=1)
+    return max(1, notebooks) * value("COURSE_GRADING_NOTEBOOK_TIMEOUT") + 120
 
 
-# --- the command ---------------------------------------------------------------------------------
+# --- grading --------------------------------------------------------------------------------------
 
-def prepare_gradebook(course: Path, students: list[str]) -> None:
+def prepare_gradebook(course: Course, students: list[str]) -> None:
     """Create, before the workers start, the rows that nbgrader creates on first use: every student,
     and the course nbgrader's preprocessors open the gradebook as ("default_course"). nbgrader checks
     for a row and then inserts it, so two workers grading the same new student (two assignments of a
@@ -333,31 +343,33 @@ def prepare_gradebook(course: Path, students: list[str]) -> None:
     same rows (an id and nothing else), so the gradebook ends up the same."""
     from nbgrader.api import Gradebook
 
-    with Gradebook(gradebook_url(course)):
+    course.prepare()
+    with Gradebook(course.db_url):
         pass
-    with Gradebook(gradebook_url(course), course_id(course)) as gradebook:
+    with Gradebook(course.db_url, course.course_id) as gradebook:
         for student in students:
             gradebook.update_or_create_student(student)
 
 
-def grade_class(course: Path, assignments: list[str], workers: int | None = None, force: bool = False,
+def grade_class(root: Path, assignments: list[str], workers: int | None = None, force: bool = False,
                 students: list[str] | None = None, progress: bool = True,
-                shard: tuple[int, int] | None = None) -> dict:
-    """Grade every submission of `assignments` that is not graded yet; returns a summary."""
+                shard: tuple[int, int] | None = None, env: dict[str, str] | None = None) -> dict:
+    """Grade every submission of `assignments` in the course at `root` that is not graded yet (`force`:
+    every one; `students`: only these); returns a summary. `env`: environment variables the grading
+    workers and their kernels get on top of this process's (a course's limits, say)."""
     from tqdm import tqdm
 
-    course = course.resolve()
+    course = Course(root)
     started = time.perf_counter()
     units, skipped = plan(course, assignments, force, students, shard)
-    cores = os.cpu_count() or 1
-    workers = max(1, min(workers or cores, len(units) or 1))
-    threads = max(1, cores // workers)
+    workers = max(1, min(workers or os.cpu_count() or 1, len(units) or 1))
+    threads = kernel_threads(workers)
     results: list[Result] = []
-    log = course / LOG
-    log.parent.mkdir(parents=True, exist_ok=True)
+    log = log_path(course)
+    course.prepare()
     if units:
         prepare_gradebook(course, sorted({unit.student for unit in units}))
-        supervisor = Supervisor(course, workers, threads, log, unit_timeout(course))
+        supervisor = Supervisor(course.root, workers, threads, log, unit_timeout(course), env)
         bar = tqdm(total=len(units), unit="notebook", desc="autograding", disable=not progress,
                    dynamic_ncols=True, file=sys.stderr)
         try:
@@ -376,7 +388,7 @@ def grade_class(course: Path, assignments: list[str], workers: int | None = None
         bar.close()
         supervisor.close()
     return {
-        "course": str(course), "assignments": assignments, "workers": workers, "threads_per_kernel": threads,
+        "course": str(course.root), "assignments": assignments, "workers": workers, "threads_per_kernel": threads,
         "graded": len(results), "skipped": skipped,
         "failed": [asdict(r) for r in results if not r.success],
         "seconds": round(time.perf_counter() - started, 3),
@@ -384,23 +396,7 @@ def grade_class(course: Path, assignments: list[str], workers: int | None = None
     }
 
 
-# --- the gradebook ---------------------------------------------------------------------------------
-
-def gradebook_url(course: Path) -> str:
-    return f"sqlite:///{course / 'autograder' / 'gradebook' / 'gradebook.db'}"
-
-
-def course_id(course: Path) -> str:
-    import sqlite3
-
-    with sqlite3.connect(course / "autograder" / "gradebook" / "gradebook.db") as db:
-        ids = {row[0] for row in db.execute("SELECT id FROM course")}
-    # nbgrader's own preprocessors open the gradebook without a course id, which adds "default_course".
-    named = ids - {"default_course"}
-    if len(named) > 1:
-        raise SystemExit(f"{course}: the gradebook holds several courses: {sorted(named)}")
-    return named.pop() if named else "default_course"
-
+# --- the command ---------------------------------------------------------------------------------
 
 def parse_shard(text: str) -> tuple[int, int]:
     try:
@@ -412,36 +408,76 @@ def parse_shard(text: str) -> tuple[int, int]:
     return index, count
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.grade_class", description=__doc__.split("\n")[0])
-    parser.add_argument("assignments", nargs="+", metavar="ASSIGNMENT", help="assignment name(s), or `all`")
-    parser.add_argument("--workers", "-j", type=int, default=None, help="worker processes (default: one per core)")
-    parser.add_argument("--force", action="store_true", help="regrade students that are already graded")
-    parser.add_argument("--student", action="append", help="grade only this student (repeatable)")
-    parser.add_argument("--course", type=Path, default=REPO, help="course root (default: this repository)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--json", type=Path, help="also write the summary (timings per submission) here")
-    parser.add_argument("--shard", type=parse_shard, metavar="I/K",
-                        help="grade only shard I of K (students split by a hash of their id), e.g. on machine I")
-    args = parser.parse_args(argv)
+USAGE = __doc__
 
-    course = args.course.resolve()
-    known = course_assignments(course)
-    assignments = known if args.assignments == ["all"] else args.assignments
-    unknown = sorted(set(assignments) - set(known))
-    if unknown:
-        parser.error(f"no such assignment in {course / SOURCE}: {', '.join(unknown)}")
-    summary = grade_class(course, assignments, args.workers, args.force, args.student, not args.no_progress,
-                          args.shard)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"graded {summary['graded']}, skipped {summary['skipped']} already graded, "
-          f"{len(summary['failed'])} failed, in {summary['seconds']:.1f} s with {summary['workers']} workers")
-    for failure in summary["failed"]:
-        print(f"  FAILED {failure['assignment']}/{failure['student']}: {failure['error']} (see {course / LOG})")
-    return 1 if summary["failed"] else 0
 
+class GradeClassApp(NbGrader):
+    """`nbgrader autograde` for a whole class at once, in parallel, resumable."""
+
+    name = "grade-class"
+    description = USAGE.split("\n")[0]
+    examples = USAGE.split("\n\n")[1]
+
+    aliases = {
+        "log-level": "Application.log_level",
+        "workers": "GradeClassApp.workers", "j": "GradeClassApp.workers",
+        "student": "GradeClassApp.students",
+        "course": "GradeClassApp.course_root",
+        "json": "GradeClassApp.summary_file",
+        "shard": "GradeClassApp.shard",
+    }
+    flags = {
+        **nbgrader_flags,
+        "force": ({"GradeClassApp": {"force": True}}, "regrade students that are already graded"),
+        "no-progress": ({"GradeClassApp": {"progress": False}}, "no progress bar"),
+    }
+
+    workers = Int(0, help="worker processes (0: one per core)").tag(config=True)
+    force = Bool(False, help="regrade students that are already graded").tag(config=True)
+    students = List(Unicode(), help="grade only these students (repeat --student)").tag(config=True)
+    course_root = Unicode(str(REPO), help="the course's root folder (default: this repository)").tag(config=True)
+    summary_file = Unicode("", help="also write the summary (timings per submission) to this JSON file").tag(config=True)
+    shard = Unicode("", help="grade only shard I of K (students split by a hash of their id), e.g. 0/3").tag(config=True)
+    progress = Bool(True, help="show a progress bar").tag(config=True)
+
+    def initialize(self, argv: list[str] | None = None) -> None:
+        super().initialize(argv)
+        self.course = Course(Path(self.course_root))
+        # The course's own configuration (the sandbox, and any GradeClassApp settings); the command line wins.
+        Application.load_config_file(self, "nbgrader_config.py", path=str(self.course.autograder))
+
+    def load_config_file(self, **kwargs) -> None:
+        # nbgrader's version warns when the current folder has no nbgrader_config.py; this command reads the
+        # course's own (above), wherever it is run from.
+        JupyterApp.load_config_file(self, **kwargs)
+
+    def start(self) -> None:
+        known = self.course.assignments()
+        assignments = known if self.extra_args == ["all"] else list(self.extra_args)
+        if not assignments:
+            self.fail("name the assignment(s) to grade, or `all`")
+        unknown = sorted(set(assignments) - set(known))
+        if unknown:
+            self.fail(f"no such assignment in {self.course.folder('source')}: {', '.join(unknown)}")
+        try:
+            shard = parse_shard(self.shard) if self.shard else None
+        except argparse.ArgumentTypeError as error:
+            self.fail(str(error))
+        summary = grade_class(self.course.root, assignments, self.workers or None, self.force, self.students or None,
+                              self.progress, shard)
+        if self.summary_file:
+            path = Path(self.summary_file)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(summary, indent=2) + "\n")
+        print(f"graded {summary['graded']}, skipped {summary['skipped']} already graded, "
+              f"{len(summary['failed'])} failed, in {summary['seconds']:.1f} s with {summary['workers']} workers")
+        for failure in summary["failed"]:
+            print(f"  FAILED {failure['assignment']}/{failure['student']}: {failure['error']} "
+                  f"(see {log_path(self.course)})")
+        self.exit(1 if summary["failed"] else 0)
+
+
+main = launch_new_instance = GradeClassApp.launch_instance
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

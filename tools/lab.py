@@ -31,9 +31,7 @@ import os
 import sys
 from pathlib import Path
 
-from tools.notebooks import REPO
-
-COURSE_ID = "gpt2-block"
+from tools.course import COURSE, tool_env
 
 # Lab plugins (page_config's disabledExtensions): JupyterLab's news prompt for everyone, nbgrader's
 # instructor tools for students.
@@ -53,7 +51,7 @@ def write_json(path: Path, data: dict) -> None:
 
 def cell_timeout() -> int:
     """The course's per-cell timeout (COURSE_GRADING_CELL_TIMEOUT overrides it), which Validate uses too."""
-    sys.path.insert(0, str(REPO / "autograder"))
+    sys.path.insert(0, str(COURSE.autograder))
     try:
         from grading_limits import value
     finally:
@@ -74,7 +72,7 @@ def prepare(role: str, state: Path, *, exchange: Path | None = None, student: st
         (config / "nbgrader_config.py").write_text(
             "# Written by tools/lab.py for a student's JupyterLab.\n"
             "c = get_config()  # noqa: F821\n"
-            f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
+            f"c.CourseDirectory.course_id = {COURSE.course_id!r}\n"
             f"c.CourseDirectory.student_id = {student!r}\n"
             f"c.Exchange.root = {str(exchange)!r}\n"
             f"c.Exchange.cache = {str(state / 'nbgrader_cache')!r}\n"
@@ -115,27 +113,26 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tools.lab", description=__doc__.split("\n\n")[0])
     parser.add_argument("role", choices=["student", "instructor"])
     parser.add_argument("--state", type=Path, help="the role's Jupyter configuration (default _build/lab/ROLE)")
-    parser.add_argument("--exchange", type=Path, default=REPO / "autograder" / "exchange",
+    parser.add_argument("--exchange", type=Path, default=COURSE.exchange,
                         help="student: nbgrader's exchange folder (default: the course's, autograder/exchange)")
     parser.add_argument("--student", default=getpass.getuser(), help="student: your student id (default: your login)")
-    parser.add_argument("--work", type=Path, default=Path.home() / COURSE_ID,
-                        help="student: where assignments are fetched to (default ~/gpt2-block)")
-    parser.add_argument("--course", type=Path, default=REPO,
+    parser.add_argument("--work", type=Path, default=Path.home() / COURSE.course_id,
+                        help="student: where assignments are fetched to (default ~/<course id>)")
+    parser.add_argument("--course", type=Path, default=COURSE.root,
                         help="instructor: the course folder (default: this repository)")
     parser.add_argument("--port", type=int, help="port to serve on (default: JupyterLab's, 8888 or the next free)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
     args = parser.parse_args(argv)
 
-    state = (args.state or REPO / "_build" / "lab" / args.role).resolve()
-    env = {**os.environ, **prepare(args.role, state, exchange=args.exchange, student=args.student)}
+    state = (args.state or COURSE.root / "_build" / "lab" / args.role).resolve()
     # nbgrader calls `alembic` and `jupyter` from PATH: the course's environment comes first.
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env = tool_env(prepare(args.role, state, exchange=args.exchange, student=args.student))
     # The student's server loads tools.lab_student (clear messages for damaged notebooks).
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(COURSE.root), env.get("PYTHONPATH")]))
     if args.role == "student":
         root, cwd = args.work.resolve(), args.work.resolve()
         root.mkdir(parents=True, exist_ok=True)
-        print(f"Student {args.student!r}, course {COURSE_ID}, exchange {args.exchange.resolve()}; "
+        print(f"Student {args.student!r}, course {COURSE.course_id}, exchange {args.exchange.resolve()}; "
               f"assignments are fetched into {root}", flush=True)
     else:
         # The formgrader reads nbgrader_config.py from the folder the server starts in, and needs the

@@ -24,7 +24,8 @@ import sys
 import warnings
 from pathlib import Path
 
-from tools.grade_class import AUTOGRADED, REPO, course_assignments, course_id, gradebook_url, is_graded
+from tools.course import REPO, Course
+from tools.grade_class import is_graded
 
 # Everything nbgrader's autograde and the instructor write per graded cell and per notebook.
 GRADE_FIELDS = ("auto_score", "manual_score", "extra_credit", "needs_manual_grade")
@@ -37,26 +38,26 @@ def merge(course: Path, shards: list[Path], assignments: list[str]) -> dict:
     from nbgrader.api import Gradebook
     from nbgrader.utils import rmtree       # also removes the read-only files nbgrader writes
 
-    course = course.resolve()
+    course = Course(course)
     merged, unfinished = 0, []
     # nbgrader's own add_submission (which `nbgrader autograde` calls too) trips SQLAlchemy's
     # "not in session" autoflush warning while it builds a submission's rows; the rows are written
     # all the same (tests/test_grade_class.py compares every merged score), so the warning is noise.
-    with warnings.catch_warnings(), Gradebook(gradebook_url(course), course_id(course)) as target:
+    with warnings.catch_warnings(), Gradebook(course.db_url, course.course_id) as target:
         warnings.filterwarnings("ignore", message=r".*not in session, add operation along", module="nbgrader")
-        for shard in (path.resolve() for path in shards):
-            with Gradebook(gradebook_url(shard), course_id(shard)) as source:
+        for shard in (Course(path) for path in shards):
+            with Gradebook(shard.db_url, shard.course_id) as source:
                 for assignment in assignments:
                     for submission in source.assignment_submissions(assignment):
                         student = submission.student
                         if not is_graded(shard, assignment, student.id):
-                            unfinished.append(f"{shard.name}:{assignment}/{student.id}")
+                            unfinished.append(f"{shard.root.name}:{assignment}/{student.id}")
                             continue
                         copy_submission(target, submission, assignment)
-                        graded = course / AUTOGRADED / student.id / assignment
+                        graded = course.path("autograded", student.id, assignment)
                         if graded.exists():
                             rmtree(str(graded))
-                        shutil.copytree(shard / AUTOGRADED / student.id / assignment, graded)
+                        shutil.copytree(shard.path("autograded", student.id, assignment), graded)
                         merged += 1
     return {"merged": merged, "unfinished_in_shards": unfinished}
 
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--course", type=Path, default=REPO, help="the course merged into (default: this one)")
     args = parser.parse_args(argv)
 
-    known = course_assignments(args.course)
+    known = Course(args.course).assignments()
     assignments = known if args.assignments == ["all"] else args.assignments
     unknown = sorted(set(assignments) - set(known))
     if unknown:
