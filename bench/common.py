@@ -8,12 +8,13 @@ import platform
 import resource
 import shutil
 import subprocess
-import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tools.course import COURSE, tool_env
+
+REPO = COURSE.root
 OUT = REPO / "_build" / "bench"
 SCRATCH = Path(os.environ.get("BENCH_SCRATCH", "/tmp/course-bench"))
 
@@ -111,9 +112,7 @@ def timed(record: dict, name: str):
 def run(command: list[str], cwd: Path = REPO, env: dict | None = None, check: bool = True,
         quiet: bool = True) -> subprocess.CompletedProcess:
     """A command with the venv's bin first on PATH (nbgrader calls `alembic`)."""
-    full_env = {**os.environ, **(env or {})}
-    full_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{full_env.get('PATH', '')}"
-    result = subprocess.run(command, cwd=cwd, env=full_env, text=True,
+    result = subprocess.run(command, cwd=cwd, env=tool_env(env), text=True,
                             capture_output=quiet)
     if check and result.returncode:
         raise RuntimeError(f"{' '.join(map(str, command))} failed ({result.returncode}):\n"
@@ -137,9 +136,6 @@ def copy_repository(dest: Path) -> Path:
         shutil.copy2(path, target)
     if (REPO / "node_modules").exists():
         (dest / "node_modules").symlink_to(REPO / "node_modules", target_is_directory=True)
-    # A repository of its own, so that `git ls-files` (the site build's fingerprint) works in the copy.
-    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
-    subprocess.run(["git", "add", "-A"], cwd=dest, check=True)
     return dest
 
 

@@ -1,9 +1,9 @@
 """Benchmark 1: executing every lesson and solution notebook, as the test command does.
 
-The same parallel execution as `tools.notebooks.execute_all` (one papermill run per notebook, one
+The same parallel execution as `tools.notebooks.execute_all` (one nbclient run per notebook, one
 worker per core, `cores / workers` threads per kernel), instrumented: per notebook its wall time in
-the worker (start-up of the kernel, papermill, writing the result), the time its cells took inside
-the kernel (papermill's per-cell durations) and the CPU time of the kernel process. The overhead
+the worker (start-up of the kernel, nbclient, writing the result), the time its cells took inside
+the kernel (nbclient's per-cell timing) and the CPU time of the kernel process. The overhead
 ratio is wall time / cell time, per notebook and for the whole run (whose wall time benefits from
 running notebooks side by side).
 
@@ -23,22 +23,34 @@ from pathlib import Path
 import nbformat
 
 from bench.common import REPO, machine, save, table, timed
+from tools.course import kernel_threads
 from tools.notebooks import all_notebooks, execute, executed_name
+
+
+def cell_seconds(cell) -> float:
+    """How long a code cell ran in the kernel: nbclient's timing, from its input to its reply."""
+    from datetime import datetime
+
+    timing = cell.metadata.get("execution", {})
+    start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+    if not (start and end):
+        return 0.0
+    parse = lambda stamp: datetime.fromisoformat(stamp.replace("Z", "+00:00"))  # noqa: E731
+    return (parse(end) - parse(start)).total_seconds()
 
 
 def instrumented(source: Path, output: Path, threads: int) -> dict:
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     own = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
-    run = execute(source, output, threads)
+    run = execute(source, output, threads, record_timing=True)
     wall = time.perf_counter() - started
     children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     own_after = resource.getrusage(resource.RUSAGE_SELF)
     cells = 0.0
     if output.exists():
         notebook = nbformat.read(output, as_version=4)
-        cells = sum((cell.metadata.get("papermill", {}).get("duration") or 0.0)
-                    for cell in notebook.cells if cell.cell_type == "code")
+        cells = sum(cell_seconds(cell) for cell in notebook.cells if cell.cell_type == "code")
     return {
         "notebook": source.relative_to(REPO).as_posix(), "error": run.error,
         "wall_s": round(wall, 3), "cells_s": round(cells, 3),
@@ -53,7 +65,7 @@ def instrumented(source: Path, output: Path, threads: int) -> dict:
 def main() -> dict:
     sources = all_notebooks()
     workers = os.cpu_count() or 1
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    threads = kernel_threads(workers)
     record: dict = {}
     with tempfile.TemporaryDirectory(prefix="bench-notebooks-") as scratch:
         with timed(record, "total"), ProcessPoolExecutor(max_workers=workers) as pool:

@@ -10,7 +10,7 @@ Runs in a scratch copy of the working tree, so the edits never touch the real le
 5. `gptcourse/model.py` changed (expected: every lesson that imports `gptcourse` executes).
 
 Each step reports its wall time, which lessons executed and how long Sphinx took
-(`_build/build-report.json`, written by `build_in_place`).
+(`_build/build-report.json`, written by `tools.build_book.build`).
 
     python -m bench.site
 """
@@ -23,6 +23,7 @@ import shutil
 import sys
 
 from bench.common import SCRATCH, copy_repository, machine, run, save, table, timed
+from tools.course import Course
 
 EDIT_NOTE = "\n\n<!-- changed by bench/site.py -->\nThis sentence was added by the build benchmark.\n"
 
@@ -34,12 +35,8 @@ PACKAGE_IMPORT = r"^\s*(from|import)\s+gptcourse"
 
 def lessons_importing(repo, pattern: str) -> list[str]:
     """Lessons whose text imports what `pattern` matches (an independent check of the cache's answer)."""
-    found = []
-    toc = (repo / "_toc.yml").read_text()
-    for lesson in sorted((repo / "book").glob("[0-9]*.md")):
-        if f"book/{lesson.stem}" in toc and re.search(pattern, lesson.read_text(), re.M):
-            found.append(f"book/{lesson.name}")
-    return found
+    return [lesson.relative_to(repo).as_posix() for lesson in Course(repo).lessons()
+            if re.search(pattern, lesson.read_text(), re.M)]
 
 
 def main(repeat: int = 3) -> dict:

@@ -1,13 +1,14 @@
-"""The lessons' execution cache (tools/cache.py): what invalidates a lesson's outputs, and what does not.
+"""The lessons' execution cache (jupyter-cache, with tools/cache.py's dependency check on top): what
+invalidates a lesson's outputs, and what does not.
 
 The key is checked on a scratch repository shaped like ours (a `gptcourse` package whose __init__
 imports model.py, a gpt2_weights.py that imports model.py too, lessons in book/ that read a quiz
-file), so that each edit below touches one thing. No kernel starts: these tests take well under a second.
+file), so that each edit below touches one thing; the cache is a scratch jupyter-cache. No kernel
+starts: these tests take a few seconds.
 """
 
 from __future__ import annotations
 
-import copy
 import re
 from pathlib import Path
 
@@ -15,7 +16,10 @@ import nbformat
 import pytest
 
 from tools import cache
-from tools.notebooks import REPO, lesson_notebooks, read_notebook
+from tools.course import COURSE
+from tools.notebooks import lesson_notebooks, read_notebook
+
+pytestmark = pytest.mark.quick
 
 FRONT_MATTER = """---
 jupytext:
@@ -114,19 +118,80 @@ def test_a_new_pinned_environment_misses_everywhere(repo):
     assert changed(before, keys(repo)) == set(before)
 
 
-def test_a_hit_gives_the_current_prose_with_the_cached_outputs(repo):
-    path = repo / "book" / "01-model.md"
-    executed = read_notebook(path)
-    for count, cell in enumerate(cache.code_cells(executed), start=1):
+def executed(path: Path) -> nbformat.NotebookNode:
+    """The lesson as if it ran: each code cell prints its number (no kernel needed)."""
+    notebook = read_notebook(path)
+    for count, cell in enumerate(cache.code_cells(notebook), start=1):
         cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"output {count}\n")]
         cell.execution_count = count
+    return notebook
+
+
+def cache_every_lesson(repo: Path):
+    """A scratch jupyter-cache holding every lesson of `repo`, as tools.cache stores a clean run."""
+    jupyter_cache = cache.open_cache(repo / "_build" / ".jupyter_cache")
+    for path in sorted((repo / "book").glob("*.md")):
+        cache.store(jupyter_cache, cache.notebook_key(path, root=repo), executed(path))
+    return jupyter_cache
+
+
+def invalidated(repo: Path, jupyter_cache) -> set[str]:
+    lessons = sorted((repo / "book").glob("*.md"))
+    keys = {path: cache.notebook_key(path, root=repo) for path in lessons}
+    return {path.stem for path in cache.invalidate_stale(jupyter_cache, keys)}
+
+
+def test_a_hit_gives_the_current_prose_with_the_cached_outputs(repo):
+    """What Jupyter Book renders after a prose-only edit: the new prose, the cached outputs."""
+    path = repo / "book" / "01-model.md"
+    jupyter_cache = cache_every_lesson(repo)
     path.write_text(path.read_text().replace("Some prose before cell 0.", "Reworded prose."))
-    merged = cache.with_outputs(read_notebook(path), copy.deepcopy(executed))
+    assert cache.cached_record(jupyter_cache, read_notebook(path)) is not None
+    merged = cache.executed_notebook(jupyter_cache, path)
     assert "Reworded prose." in merged.cells[0].source + merged.cells[1].source
     assert [cell.outputs[0].text for cell in cache.code_cells(merged)] == ["output 1\n", "output 2\n"]
-    # jupytext gives cells random ids; the cache fixes them so that equal lessons give equal files.
-    again = cache.with_outputs(read_notebook(path), copy.deepcopy(executed))
-    assert [cell.id for cell in merged.cells] == [cell.id for cell in again.cells]
+
+
+def test_a_module_change_drops_exactly_the_cached_runs_of_the_lessons_that_import_it(repo):
+    jupyter_cache = cache_every_lesson(repo)
+    assert invalidated(repo, jupyter_cache) == set()            # nothing changed: every record stays
+    append(repo / "book" / "01-model.md", "\nA prose-only edit.\n")
+    assert invalidated(repo, jupyter_cache) == set()
+    append(repo / "gptcourse" / "gpt2_weights.py", "\nSCALE = 2\n")
+    assert invalidated(repo, jupyter_cache) == {"02-weights"}
+    # Dropped means gone: Jupyter Book would now execute it, and it alone.
+    missing = {path.stem for path in sorted((repo / "book").glob("*.md"))
+               if cache.cached_record(jupyter_cache, read_notebook(path)) is None}
+    assert missing == {"02-weights"}
+    assert invalidated(repo, jupyter_cache) == set()            # a record is dropped once
+
+
+def test_a_record_cached_without_its_dependencies_is_not_trusted(repo):
+    """A run cached by something else (Jupyter Book executing a lesson itself) says nothing about the
+    modules it imported: it is dropped, and the lesson executes again through tools.cache."""
+    from jupyter_cache.base import CacheBundleIn
+
+    path = repo / "book" / "03-arithmetic.md"
+    jupyter_cache = cache.open_cache(repo / "_build" / ".jupyter_cache")
+    jupyter_cache.cache_notebook_bundle(CacheBundleIn(executed(path), str(path)), check_validity=False)
+    assert invalidated(repo, jupyter_cache) == {"03-arithmetic"}
+
+
+def test_a_lesson_keeps_one_record_its_latest_run(repo):
+    path = repo / "book" / "03-arithmetic.md"
+    jupyter_cache = cache_every_lesson(repo)
+    path.write_text(path.read_text().replace("math.sqrt(2)", "math.sqrt(3)"))
+    cache.store(jupyter_cache, cache.notebook_key(path, root=repo), executed(path))
+    records = [record for record in jupyter_cache.list_cache_records() if record.uri == str(path)]
+    assert [record.hashkey for record in records] == [cache.notebook_key(path, root=repo).notebook]
+
+
+def test_the_build_executes_through_jupyter_books_cache():
+    """_config.yml's execution settings are the ones the build uses: jupyter-cache, in _build."""
+    settings = cache.settings()
+    assert settings.mode == "cache"
+    assert settings.cache == COURSE.root / "_build" / ".jupyter_cache"
+    assert settings.timeout and not settings.allow_errors
 
 
 def test_the_course_lessons_depend_on_the_modules_they_import():
@@ -134,7 +199,7 @@ def test_the_course_lessons_depend_on_the_modules_they_import():
     depends on model.py (through gptcourse/__init__.py)."""
     for path in lesson_notebooks():
         key = cache.notebook_key(path)
-        modules = {module.relative_to(REPO).as_posix() for module in key.modules}
+        modules = {module.relative_to(COURSE.root).as_posix() for module in key.modules}
         imports_weights = re.search(r"^\s*(from|import) gptcourse\.gpt2_weights\b", path.read_text(), re.M) is not None
         assert ("gptcourse/gpt2_weights.py" in modules) == imports_weights, path.name
         if modules:

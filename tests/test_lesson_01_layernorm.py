@@ -3,12 +3,14 @@
 import pytest
 
 from tests.glue import glued, glued_text, glued_value
-from tools.notebooks import REPO
+from tools.course import COURSE
+
+pytestmark = [pytest.mark.lessons, pytest.mark.notebooks("book/01-layernorm.md")]
 
 
 @pytest.fixture(scope="module")
 def lesson(executions):
-    execution = executions[REPO / "book" / "01-layernorm.md"]
+    execution = executions[COURSE.root / "book" / "01-layernorm.md"]
     assert execution.error is None, execution.error
     return execution.output
 

@@ -5,12 +5,14 @@ from fractions import Fraction
 import pytest
 
 from tests.glue import glued, glued_text, glued_value
-from tools.notebooks import REPO
+from tools.course import COURSE
+
+pytestmark = [pytest.mark.lessons, pytest.mark.notebooks("book/02-mlp.md")]
 
 
 @pytest.fixture(scope="module")
 def lesson(executions):
-    execution = executions[REPO / "book" / "02-mlp.md"]
+    execution = executions[COURSE.root / "book" / "02-mlp.md"]
     assert execution.error is None, execution.error
     return execution.output
 

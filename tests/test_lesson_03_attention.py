@@ -5,19 +5,21 @@ import math
 import pytest
 
 from tests.glue import glued, glued_values
-from tools.notebooks import REPO
+from tools.course import COURSE
+
+pytestmark = [pytest.mark.lessons, pytest.mark.notebooks("book/03-attention.md")]
 
 
 @pytest.fixture(scope="module")
 def values(executions):
-    execution = executions[REPO / "book" / "03-attention.md"]
+    execution = executions[COURSE.root / "book" / "03-attention.md"]
     assert execution.error is None, execution.error
     return glued_values(execution.output)
 
 
 @pytest.fixture(scope="module")
 def figures(executions):
-    return glued(executions[REPO / "book" / "03-attention.md"].output)
+    return glued(executions[COURSE.root / "book" / "03-attention.md"].output)
 
 
 def test_uniform_average_is_a_lower_triangular_product_and_a_masked_softmax_of_equal_scores(values):

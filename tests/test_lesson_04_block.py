@@ -3,12 +3,14 @@
 import pytest
 
 from tests.glue import glued, glued_text, glued_value
-from tools.notebooks import REPO
+from tools.course import COURSE
+
+pytestmark = [pytest.mark.lessons, pytest.mark.notebooks("book/04-block.md")]
 
 
 @pytest.fixture(scope="module")
 def lesson(executions):
-    execution = executions[REPO / "book" / "04-block.md"]
+    execution = executions[COURSE.root / "book" / "04-block.md"]
     assert execution.error is None, execution.error
     return execution.output
 

@@ -3,12 +3,14 @@
 import pytest
 
 from tests.glue import glued, glued_values
-from tools.notebooks import REPO
+from tools.course import COURSE
+
+pytestmark = [pytest.mark.lessons, pytest.mark.notebooks("book/05-gpt.md")]
 
 
 @pytest.fixture(scope="module")
 def lesson(executions):
-    execution = executions[REPO / "book" / "05-gpt.md"]
+    execution = executions[COURSE.root / "book" / "05-gpt.md"]
     assert execution.error is None, execution.error
     return execution.output
 
@@ -90,8 +92,9 @@ def test_the_same_token_starts_static_and_leaves_the_blocks_contextual(values):
     assert float(values["bank_top_gap"]) > 0.01
 
 
+@pytest.mark.quick
 def test_page_separates_gpt2s_initialization_from_the_courses():
     """GPT-2 scales its residual layers by 1/sqrt(N); the course does not, and the page says both."""
-    source = " ".join((REPO / "book" / "05-gpt.md").read_text().split())
+    source = " ".join((COURSE.root / "book" / "05-gpt.md").read_text().split())
     assert "1/\\sqrt{N}" in source and "The course leaves that scaling out" in source
     assert "GPT-2's initialization:" not in source

@@ -3,12 +3,14 @@
 import pytest
 
 from tests.glue import glued, glued_values
-from tools.notebooks import REPO
+from tools.course import COURSE
+
+pytestmark = [pytest.mark.lessons, pytest.mark.notebooks("book/06-parameter-budget.md")]
 
 
 @pytest.fixture(scope="module")
 def lesson(executions):
-    execution = executions[REPO / "book" / "06-parameter-budget.md"]
+    execution = executions[COURSE.root / "book" / "06-parameter-budget.md"]
     assert execution.error is None, execution.error
     return execution.output
 
@@ -104,7 +106,7 @@ def test_is_gpt2_medium_really_355m_is_asked_and_answered_from_the_notebook(valu
     """Seed 000's question: the hidden answer quotes the formula's count and the meta-built one."""
     assert values["medium_formula"] == values["medium_params"] == 354_823_168
     assert round(values["medium_params"] / 1e6) == 355
-    source = (REPO / "book" / "06-parameter-budget.md").read_text()
+    source = (COURSE.root / "book" / "06-parameter-budget.md").read_text()
     question = source[source.index("Is it really \"355M\"?"):]
     answer = question[: question.index("```\n", question.index(":class: dropdown"))]
     assert "{glue:text}`medium_formula:,`" in answer and "{glue:text}`medium_params:,`" in answer

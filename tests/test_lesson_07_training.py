@@ -6,10 +6,12 @@ import math
 import pytest
 
 from tests.glue import glued, glued_values
-from tests.threads import passive_openmp
-from tools.notebooks import REPO, execute
+from tools.course import COURSE
+from tools.notebooks import PASSIVE_OPENMP, execute
 
-LESSON = REPO / "book" / "07-training.md"
+pytestmark = [pytest.mark.lessons, pytest.mark.notebooks("book/07-training.md")]
+
+LESSON = COURSE.root / "book" / "07-training.md"
 
 
 @pytest.fixture(scope="module")
@@ -119,8 +121,7 @@ def test_key_figures_hold_on_two_threads(tmp_path):
     """The session runs every notebook with one thread per kernel (tools.notebooks.execute_all); rerun
     this one with two and check the same tolerances. Matrix sums split differently across threads, so
     the digits may change; the conclusions must not."""
-    with passive_openmp():
-        run = execute(LESSON, tmp_path / "06-two-threads.ipynb", threads=2)
+    run = execute(LESSON, tmp_path / "06-two-threads.ipynb", threads=2, env=PASSIVE_OPENMP)
     assert run.error is None, run.error
     values = glued_values(run.output)
     assert values["threads"] == 2

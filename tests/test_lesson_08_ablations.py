@@ -6,10 +6,12 @@ import nbformat
 import pytest
 
 from tests.glue import glued, glued_values
-from tests.threads import passive_openmp
-from tools.notebooks import REPO, execute
+from tools.course import COURSE
+from tools.notebooks import PASSIVE_OPENMP, execute
 
-LESSON = REPO / "book" / "08-ablations.md"
+pytestmark = [pytest.mark.lessons, pytest.mark.notebooks("book/08-ablations.md")]
+
+LESSON = COURSE.root / "book" / "08-ablations.md"
 ABLATION_CELL = "histories = {name: train(model)"     # the last cell the two-thread check needs
 
 
@@ -76,8 +78,7 @@ def test_key_figures_hold_on_two_threads(tmp_path):
     notebook.cells = notebook.cells[:last + 1]
     prefix = tmp_path / "07-prefix.ipynb"
     nbformat.write(notebook, prefix)
-    with passive_openmp():
-        run = execute(prefix, tmp_path / "07-two-threads.ipynb", threads=2)
+    run = execute(prefix, tmp_path / "07-two-threads.ipynb", threads=2, env=PASSIVE_OPENMP)
     assert run.error is None, run.error
     key_figures_hold(glued_values(run.output))
 
@@ -89,6 +90,6 @@ def test_quiz_states_the_notebooks_model_size(values):
     import re
 
     assert values["model_params"] == 8 * values["block_params"] + 27 * 32 + 16 * 32 + 2 * 32 + 27 * 32
-    quiz = (REPO / "book" / "quizzes" / "08-ablations.json").read_text()
+    quiz = (COURSE.root / "book" / "quizzes" / "08-ablations.json").read_text()
     stated = [int(n) for n in re.findall(r"(\d+)-thousand-parameter", json.dumps(json.loads(quiz)))]
     assert stated and all(n == values["model_params_thousands"] for n in stated), stated

@@ -8,9 +8,11 @@ import pytest
 import torch
 
 from tests.glue import glued, glued_text, glued_value
-from tools.notebooks import REPO
+from tools.course import COURSE
 
-LESSON = REPO / "book" / "09-matching-gpt2.md"
+pytestmark = [pytest.mark.lessons, pytest.mark.notebooks("book/09-matching-gpt2.md")]
+
+LESSON = COURSE.root / "book" / "09-matching-gpt2.md"
 MISTAKES = ("diff_exact_gelu", "diff_no_norm", "diff_untransposed", "diff_swapped_ln", "diff_swapped_bias")
 
 

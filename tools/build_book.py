@@ -1,36 +1,38 @@
-"""Build the course site with Jupyter Book 1, warnings as errors.
+"""Build the course site with Jupyter Book 1, in place, warnings as errors: the one build path of
+`make book` and of the tests' `site` fixture.
 
-Two ways to get executed notebooks onto the site:
+1. The execution cache is brought up to date (tools/cache.py): the record of any lesson whose imported
+   `gptcourse` modules, data files or pinned requirements changed since it ran is dropped, and the
+   lessons without a record execute in one parallel batch (each kernel on its share of the cores) and
+   are cached in jupyter-cache, `_build/.jupyter_cache`. A lesson that fails stops the build here.
+2. `jupyter-book build` runs as configured in _config.yml (`execute_notebooks: cache`): myst-nb finds
+   every lesson in that cache and starts no kernel, and Sphinx's incremental build re-reads only the
+   pages whose source changed, or whose cached outputs changed since it last read them
+   (book/_ext/course_site.py tells Sphinx about the latter).
 
-- `python -m tools.build_book` (what `make book` runs) executes the lessons through our own cache
-  (tools/cache.py: keyed on each lesson's code, the `gptcourse` modules it imports and the data files
-  it reads; never on its prose), then builds the site from them like the test suite does. A
-  prose-only edit starts no kernel; a changed module re-runs only the lessons that import it.
-- `build_from_executed(...)` (what the test suite uses) takes notebooks that were already executed
-  once by papermill and builds the site from them without running anything again.
+A prose-only edit therefore re-reads one page and executes nothing; a changed module re-executes
+exactly the lessons that import it. What ran is written to `_build/build-report.json`.
 
-Both need the npm packages (`npm ci`, which the Makefile runs): MathJax is served from the site itself.
-The staged build copies what the site is built from: the configuration, `book/` (lessons, the site's
-static files and its Sphinx extension), the student releases in `exercises/` (the assignment pages
-link to them), never `solutions/`.
+The npm packages (`npm ci`, which the Makefile runs) must be installed: MathJax is served from the site.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-import yaml
+from tools.course import COURSE, tool_env
 
-from tools.notebooks import REPO, Execution, executed_name
+MATHJAX = COURSE.root / "node_modules" / "mathjax"
 
-BUILD = REPO / "_build"
-MATHJAX = REPO / "node_modules" / "mathjax"
+
+class BuildError(RuntimeError):
+    """A lesson failed to execute, or Sphinx failed."""
 
 
 def require_npm_packages() -> None:
@@ -38,95 +40,48 @@ def require_npm_packages() -> None:
         raise SystemExit("node_modules/mathjax is missing: run `npm ci` (or `make book`, which runs it)")
 
 
-def jupyter_book(source: Path, output: Path) -> None:
-    """`jupyter-book build` with warnings as errors, nitpicky references and the full traceback."""
+def jupyter_book(output: Path, rebuild_all: bool = False) -> None:
+    """`jupyter-book build` of this checkout into `output`/_build/html, warnings as errors, nitpicky
+    references. Run from the repository root, where _config.yml's relative cache path points."""
     command = [
-        str(Path(sys.executable).with_name("jupyter-book")), "build", str(source),
-        "--path-output", str(output), "--warningiserror", "--nitpick", "--keep-going", "--all",
+        str(Path(sys.executable).with_name("jupyter-book")), "build", str(COURSE.root),
+        "--path-output", str(output), "--warningiserror", "--nitpick", "--keep-going",
+        *(["--all"] if rebuild_all else []),
     ]
-    subprocess.run(command, check=True)
+    result = subprocess.run(command, cwd=COURSE.root, env=tool_env())
+    if result.returncode:
+        raise BuildError(f"jupyter-book build failed ({result.returncode})")
 
 
-def site_inputs_fingerprint(executions: dict[Path, Execution]) -> str | None:
-    """A digest of the working tree as git sees it (every file the site could be built from, and the
-    build tools themselves) and of the executed lessons: equal digests build equal sites, so a second
-    build with nothing changed can be skipped. None (never skip) without git."""
-    try:
-        listing = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                                 cwd=REPO, capture_output=True, check=True).stdout.decode()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    digest = hashlib.sha256()
-    for name in sorted(filter(None, listing.split("\0"))):
-        path = REPO / name
-        if path.is_file():
-            digest.update(f"{name}\0".encode() + path.read_bytes())
-    for source, execution in sorted(executions.items()):
-        digest.update(f"{source.relative_to(REPO)}\0".encode() + execution.output.read_bytes())
-    return digest.hexdigest()
+def build(output: Path | None = None, workers: int | None = None, force: bool = False,
+          execute: bool = True) -> Path:
+    """Build the site into `output`/_build/html (default: this checkout's _build/html); returns that folder.
 
-
-def build_in_place(workers: int | None = None, force: bool = False) -> Path:
-    """Execute the lessons through the execution cache and build the site into _build/html.
-
-    Jupyter Book never executes anything here: the lessons that missed the cache run in parallel
-    (tools.notebooks.execute_all), the rest get their cached outputs, and `build_from_executed` builds
-    the site in `_build/site` (all of it, warnings as errors), which then replaces `_build/html`. When
-    nothing the site is built from changed since the last successful build, Sphinx is skipped.
-    What ran and what came from the cache is written to `_build/build-report.json`.
-    """
-    from tools.cache import execute_lessons
-    from tools.notebooks import lesson_notebooks
+    `force` executes every lesson again and re-reads every page. `execute=False` skips step 1 (the
+    caller has just brought the cache up to date, as the tests' `executions` fixture does)."""
+    from tools import cache
 
     require_npm_packages()
+    output = Path(output or COURSE.root).resolve()
+    config = cache.settings()
+    if config.mode != "cache":
+        raise BuildError(f"_config.yml: execute_notebooks is {config.mode!r}; this build relies on 'cache'")
     started = time.perf_counter()
-    executions, report = execute_lessons(lesson_notebooks(), BUILD / "executed", workers)
+    report = cache.Report()
+    if execute:
+        with tempfile.TemporaryDirectory(prefix="course-build-") as scratch:
+            report = cache.execute_lessons(COURSE.lessons(), Path(scratch), workers, force=force)
+        if report.failed:
+            raise BuildError("lessons failed to execute (nothing was cached for them):\n" + "\n".join(
+                f"  {lesson.relative_to(COURSE.root)}: {error}" for lesson, error in report.failed.items()))
     sphinx_started = time.perf_counter()
-    html = BUILD / "html"
-    stamp = BUILD / ".site-fingerprint"
-    fingerprint = site_inputs_fingerprint(executions)
-    if not force and fingerprint and html.is_dir() and stamp.exists() and stamp.read_text() == fingerprint:
-        report["sphinx"] = "skipped: nothing changed since the last build"
-    else:
-        stamp.unlink(missing_ok=True)
-        built = build_from_executed(executions, BUILD / "site")
-        shutil.rmtree(html, ignore_errors=True)     # no stale page of a removed lesson survives
-        built.rename(html)
-        if fingerprint:
-            stamp.write_text(fingerprint)
-        report["sphinx"] = "built"
-    report["seconds_sphinx"] = round(time.perf_counter() - sphinx_started, 3)
-    report["seconds_total"] = round(time.perf_counter() - started, 3)
-    (BUILD / "build-report.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"Lessons executed: {len(report['executed'])}, from the cache: {len(report['from_cache'])}; "
-          f"site {report['sphinx']}")
-    return html
-
-
-def build_from_executed(executions: dict[Path, Execution], stage: Path) -> Path:
-    """Build the site from already executed notebooks, staged in `stage`; returns the html folder."""
-    require_npm_packages()
-    shutil.rmtree(stage, ignore_errors=True)
-    stage.mkdir(parents=True)
-    for name in ("_config.yml", "_toc.yml"):
-        shutil.copy(REPO / name, stage / name)
-    shutil.copytree(REPO / "book", stage / "book", ignore=shutil.ignore_patterns("__pycache__"))
-    # Files outside book/ that pages include or offer for download.
-    for extra in [*sorted((REPO / "exercises").glob("*/*.ipynb")), REPO / "autograder" / "mutation-report.md"]:
-        (stage / extra.relative_to(REPO)).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(extra, stage / extra.relative_to(REPO))
-    (stage / "node_modules").mkdir()
-    (stage / "node_modules" / "mathjax").symlink_to(MATHJAX, target_is_directory=True)
-    for source, execution in executions.items():
-        staged = stage / executed_name(source)
-        if source.parent == REPO / "book":
-            (stage / source.relative_to(REPO)).unlink(missing_ok=True)   # the .md the .ipynb replaces
-            shutil.copy(execution.output, staged)
-    config = yaml.safe_load((stage / "_config.yml").read_text())
-    config["execute"]["execute_notebooks"] = "off"
-    (stage / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
-    jupyter_book(stage, stage)
-    return stage / "_build" / "html"
+    jupyter_book(output, rebuild_all=force)
+    summary = {**report.as_json(), "sphinx": "built", "seconds_sphinx": round(time.perf_counter() - sphinx_started, 3),
+               "seconds_total": round(time.perf_counter() - started, 3)}
+    (output / "_build" / "build-report.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"Lessons executed: {len(report.executed)}, from the cache: {len(report.from_cache)} "
+          f"({len(report.invalidated)} invalidated by a dependency); Sphinx {summary['seconds_sphinx']} s")
+    return output / "_build" / "html"
 
 
 def export_notebooks(dest: Path) -> Path:
@@ -135,18 +90,17 @@ def export_notebooks(dest: Path) -> Path:
     folder as the `notebooks` branch."""
     import jupytext
 
-    from tools.notebooks import lesson_notebooks
-
+    root = COURSE.root
     shutil.rmtree(dest, ignore_errors=True)
-    for lesson in lesson_notebooks():
-        target = dest / lesson.relative_to(REPO).with_suffix(".ipynb")
+    for lesson in COURSE.lessons():
+        target = dest / lesson.relative_to(root).with_suffix(".ipynb")
         target.parent.mkdir(parents=True, exist_ok=True)
         jupytext.write(jupytext.read(lesson), target, fmt="ipynb")
     for folder in ("book/quizzes", "gptcourse"):
-        if (REPO / folder).exists():
-            shutil.copytree(REPO / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__"))
+        if (root / folder).exists():
+            shutil.copytree(root / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "requirements.txt"):
-        shutil.copy(REPO / name, dest / name)
+        shutil.copy(root / name, dest / name)
     return dest
 
 
@@ -155,10 +109,15 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--notebooks", type=Path, help="export the lessons as .ipynb into this folder instead")
-    parser.add_argument("--force", action="store_true", help="run Sphinx even if nothing changed")
+    parser.add_argument("--force", action="store_true",
+                        help="execute every lesson again and re-read every page")
+    parser.add_argument("--workers", type=int, help="lessons executed side by side (default: one per core)")
     arguments = parser.parse_args()
     if arguments.notebooks:
         print(f"Lessons exported: {export_notebooks(arguments.notebooks.resolve())}")
     else:
-        html = build_in_place(force=arguments.force)
+        try:
+            html = build(workers=arguments.workers, force=arguments.force)
+        except BuildError as error:
+            raise SystemExit(str(error))
         print(f"Site built: {html / 'index.html'}")

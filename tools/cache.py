@@ -1,24 +1,22 @@
-"""The lessons' execution cache: run a lesson again only when something its outputs depend on changed.
+"""Jupyter Book's execution cache, and the one thing it is missing: a lesson's imported modules.
 
-Jupyter Book's own cache keys on a notebook's code alone, so it misses a change to the `gptcourse`
-module a lesson imports (and clearing it whenever any module changes re-runs every lesson). This cache
-keys each lesson on what can change its outputs:
+Jupyter Book executes the lessons through jupyter-cache (`execute_notebooks: cache` in _config.yml; the
+cache is `_build/.jupyter_cache`). jupyter-cache matches a notebook on its code cells and kernelspec, so
+a prose-only edit re-executes nothing; but it cannot see what the code reads from outside the notebook.
+This module adds that, on top of jupyter-cache rather than beside it:
 
-- the sources of its code cells, in order (prose is not part of the key: editing it re-runs nothing);
-- the kernel it runs in;
-- the contents of every `gptcourse` module it imports, followed through the package's own imports
-  (`import gptcourse` runs `gptcourse/__init__.py`, which imports `model.py`; importing
-  `gptcourse.gpt2_weights` runs the package's `__init__.py` first, then `gpt2_weights.py`, which
-  imports `model.py`). Imports are read with `ast` from the code cells, magics included;
-- the data files a code cell names by a string literal (for example a quiz's JSON) that exist next to
-  the lesson;
-- `requirements.txt`, the pinned environment the lesson runs in.
+- a lesson's *dependencies*: the `gptcourse` modules its code imports, followed through the package's
+  own imports (`import gptcourse` runs `gptcourse/__init__.py`, which imports `model.py`), read with
+  `ast` from the code cells, magics included; the data files its code names in a string literal
+  (`"quizzes/01-layernorm.json"`); and the pinned environment, `requirements.txt`;
+- every cache record written here carries the digest of those files (`data["dependencies"]`);
+- before a build, `invalidate_stale` removes the record of each lesson whose dependencies changed since
+  it ran, so that lesson, and only it, executes again;
+- `execute_lessons` executes the lessons that have no record, in parallel (tools.notebooks.execute_all,
+  with _config.yml's timeout), and caches each one that ran cleanly. Jupyter Book then finds every
+  lesson in the cache and starts no kernel.
 
-On a hit, the lesson's current text gets the cached outputs copied onto its code cells: a prose-only
-edit rebuilds the site without starting a kernel. Entries live in `_build/.execution-cache/`, a few
-per lesson (the most recently used).
-
-    python -m tools.cache            # each lesson: its key, hit or miss, the modules it depends on
+    python -m tools.cache            # each lesson: cached or not, the files it depends on
 """
 
 from __future__ import annotations
@@ -26,19 +24,19 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import os
-import tempfile
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+import yaml
 
-from tools.notebooks import REPO, read_notebook
+from tools.course import COURSE
+from tools.notebooks import Execution, execute_all, read_notebook
 
 PACKAGE = "gptcourse"
-KERNEL = "python3"                    # what tools.notebooks.execute runs every notebook in
-CACHE = REPO / "_build" / ".execution-cache"
-KEEP_PER_LESSON = 3                   # entries kept per lesson, most recently used first
+DEPENDENCIES = "dependencies"          # the key of the digest in a cache record's data
+MYST_READER = {"type": "plugin", "name": "myst_nb_md"}    # myst-nb's reader, as Jupyter Book registers it
 
 
 # --- which gptcourse modules a piece of code imports -------------------------------------------------
@@ -74,7 +72,7 @@ def imported_modules(tree: ast.AST, package: str | None = None) -> set[str]:
     return names
 
 
-def module_file(name: str, root: Path = REPO) -> Path | None:
+def module_file(name: str, root: Path = COURSE.root) -> Path | None:
     """The file that defines module `name` under `root` (a package's __init__.py), if there is one."""
     base = root.joinpath(*name.split("."))
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
@@ -89,7 +87,7 @@ def with_parents(name: str) -> list[str]:
     return [".".join(parts[: index + 1]) for index in range(len(parts))]
 
 
-def package_dependencies(names: set[str], package: str = PACKAGE, root: Path = REPO) -> set[Path]:
+def package_dependencies(names: set[str], package: str = PACKAGE, root: Path = COURSE.root) -> set[Path]:
     """Every file of `package` that importing `names` executes: the modules themselves, their parent
     packages' __init__.py, and whatever those import in turn (followed with `ast` to a fixed point)."""
     pending = [name for imported in names for name in with_parents(imported)
@@ -112,13 +110,13 @@ def package_dependencies(names: set[str], package: str = PACKAGE, root: Path = R
     return files
 
 
-# --- the key ---------------------------------------------------------------------------------------
+# --- the dependencies -------------------------------------------------------------------------------
 
 def code_cells(notebook: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
     return [cell for cell in notebook.cells if cell.cell_type == "code"]
 
 
-def named_data_files(trees: list[ast.AST], folder: Path, root: Path = REPO) -> set[Path]:
+def named_data_files(trees: list[ast.AST], folder: Path, root: Path = COURSE.root) -> set[Path]:
     """Files next to the notebook that a code cell names in a string literal, e.g. "quizzes/01.json"."""
     files = set()
     for tree in trees:
@@ -136,17 +134,28 @@ def named_data_files(trees: list[ast.AST], folder: Path, root: Path = REPO) -> s
 
 @dataclass
 class Key:
+    """What a lesson's outputs depend on: jupyter-cache's hash of its code (`notebook`), and the digest
+    of the files outside the notebook that it reads (`dependencies`)."""
+
     source: Path
-    digest: str
-    modules: list[Path]          # the gptcourse files the lesson's outputs depend on
-    data: list[Path]             # data files its code names
+    notebook: str
+    dependencies: str
+    modules: list[Path] = field(default_factory=list)     # the gptcourse files the lesson imports
+    data: list[Path] = field(default_factory=list)        # data files its code names
 
     @property
-    def entry(self) -> Path:
-        return CACHE / f"{self.source.stem}-{self.digest[:20]}.ipynb"
+    def digest(self) -> str:
+        return hashlib.sha256(f"{self.notebook}\0{self.dependencies}".encode()).hexdigest()
 
 
-def notebook_key(source: Path, notebook: nbformat.NotebookNode | None = None, root: Path = REPO) -> Key:
+def notebook_hash(notebook: nbformat.NotebookNode) -> str:
+    """jupyter-cache's hash of a notebook: its code cells and kernelspec, never its prose or outputs."""
+    from jupyter_cache.cache.main import JupyterCacheBase
+
+    return JupyterCacheBase.create_hashed_notebook(None, notebook)[1]
+
+
+def notebook_key(source: Path, notebook: nbformat.NotebookNode | None = None, root: Path = COURSE.root) -> Key:
     """The lesson's key; `root` is the repository holding the `gptcourse` package (tests use a scratch one)."""
     notebook = notebook if notebook is not None else read_notebook(source)
     sources = [cell.source for cell in code_cells(notebook)]
@@ -155,7 +164,7 @@ def notebook_key(source: Path, notebook: nbformat.NotebookNode | None = None, ro
         try:
             trees.append(ast.parse(python_source(text)))
         except SyntaxError:
-            continue             # the cell fails when run; its source is still part of the key
+            continue             # the cell fails when run; jupyter-cache's hash still covers its source
     imported = set().union(*(imported_modules(tree) for tree in trees)) if trees else set()
     modules = sorted(package_dependencies(imported, PACKAGE, root))
     data = sorted(named_data_files(trees, source.parent, root))
@@ -165,114 +174,155 @@ def notebook_key(source: Path, notebook: nbformat.NotebookNode | None = None, ro
         digest.update(f"{label}\0{len(payload)}\0".encode())
         digest.update(payload)
 
-    add("kernel", KERNEL.encode())
-    for text in sources:
-        add("cell", text.encode())
     for path in modules + data:
         add(path.relative_to(root).as_posix(), path.read_bytes())
     requirements = root / "requirements.txt"
     if requirements.exists():
         add("requirements.txt", requirements.read_bytes())
-    return Key(source, digest.hexdigest(), modules, data)
+    return Key(source, notebook_hash(notebook), digest.hexdigest(), modules, data)
 
 
-# --- storing and applying outputs ------------------------------------------------------------------
+# --- the cache -------------------------------------------------------------------------------------
 
-def lookup(key: Key) -> nbformat.NotebookNode | None:
-    if not key.entry.exists():
-        return None
+@dataclass
+class Settings:
+    """_config.yml's `execute:` section, the one Jupyter Book builds with."""
+
+    mode: str
+    cache: Path
+    timeout: int | None
+    allow_errors: bool
+
+
+def settings(root: Path = COURSE.root) -> Settings:
+    execute = yaml.safe_load((root / "_config.yml").read_text()).get("execute", {})
+    return Settings(str(execute.get("execute_notebooks")), root / execute.get("cache", "_build/.jupyter_cache"),
+                    execute.get("timeout"), bool(execute.get("allow_errors", False)))
+
+
+def open_cache(path: Path | None = None):
+    """The jupyter-cache that Jupyter Book reads (created if missing)."""
+    from jupyter_cache import get_cache
+
+    path = Path(path or settings().cache)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return get_cache(str(path))
+
+
+def cached_record(cache, notebook: nbformat.NotebookNode):
+    """The cache record matching `notebook`'s code, or None."""
     try:
-        cached = nbformat.read(key.entry, as_version=4)
-    except Exception:                          # a damaged entry is a miss
+        return cache.match_cache_notebook(notebook)
+    except KeyError:
         return None
-    os.utime(key.entry)                        # most recently used
-    return cached
 
 
-def store(key: Key, executed: Path) -> None:
-    """Keep an executed notebook under its key (written atomically), and prune old entries."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("wb", dir=CACHE, suffix=".tmp", delete=False) as handle:
-        handle.write(executed.read_bytes())
-    os.replace(handle.name, key.entry)
-    entries = sorted(CACHE.glob(f"{key.source.stem}-*.ipynb"), key=lambda path: path.stat().st_mtime, reverse=True)
-    for old in entries[KEEP_PER_LESSON:]:
-        old.unlink(missing_ok=True)
+def invalidate_stale(cache, keys: dict[Path, Key]) -> list[Path]:
+    """Remove the record of every notebook whose dependencies changed since it ran (or that a run
+    outside this module cached, with no digest); returns those notebooks."""
+    from jupyter_cache.cache.db import NbCacheRecord
+
+    stale = []
+    for source, key in keys.items():
+        try:
+            record = NbCacheRecord.record_from_hashkey(key.notebook, cache.db)
+        except KeyError:
+            continue
+        if record.data.get(DEPENDENCIES) != key.dependencies:
+            cache.remove_cache(record.pk)
+            stale.append(source)
+    return stale
 
 
-def with_outputs(fresh: nbformat.NotebookNode, executed: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """The fresh notebook (current prose and cell metadata) with the executed one's outputs."""
-    fresh_code, executed_code = code_cells(fresh), code_cells(executed)
-    if [cell.source for cell in fresh_code] != [cell.source for cell in executed_code]:
-        raise ValueError("the cached notebook's code differs from the lesson's")
-    for cell, done in zip(fresh_code, executed_code):
-        cell.outputs = done.get("outputs", [])
-        cell.execution_count = done.get("execution_count")
-    for name in ("kernelspec", "language_info"):
-        if name in executed.metadata:
-            fresh.metadata[name] = executed.metadata[name]
-    for index, cell in enumerate(fresh.cells):
-        cell["id"] = f"cell-{index}"      # jupytext makes random ids: the same lesson must give the same file
-    return fresh
+def forget_older_runs(cache, source: Path, keep: str) -> None:
+    """Remove the records of earlier versions of `source` (one record per lesson: the current one)."""
+    for record in cache.list_cache_records():
+        if record.uri == str(source) and record.hashkey != keep:
+            cache.remove_cache(record.pk)
+
+
+def store(cache, key: Key, executed: nbformat.NotebookNode, seconds: float = 0.0) -> None:
+    """Cache an executed notebook, with the digest of its dependencies; its project entry (what
+    `jcache project list` shows) too."""
+    from jupyter_cache.base import CacheBundleIn
+
+    if key.source.suffix == ".md":
+        cache.add_nb_to_project(str(key.source), read_data=MYST_READER)
+    else:
+        cache.add_nb_to_project(str(key.source))
+    record = cache.cache_notebook_bundle(
+        CacheBundleIn(executed, str(key.source), data={"execution_seconds": seconds, DEPENDENCIES: key.dependencies}),
+        check_validity=False, overwrite=True)
+    if record.hashkey != key.notebook:
+        raise ValueError(f"{key.source}: executing it changed what jupyter-cache hashes")
+    forget_older_runs(cache, key.source, keep=record.hashkey)
+
+
+def executed_notebook(cache, source: Path) -> nbformat.NotebookNode:
+    """The lesson as it is now, with the outputs of its cached run (what Jupyter Book renders)."""
+    _, merged = cache.merge_match_into_notebook(read_notebook(source))
+    return merged
+
+
+@dataclass
+class Report:
+    executed: list[Path] = field(default_factory=list)
+    from_cache: list[Path] = field(default_factory=list)
+    invalidated: list[Path] = field(default_factory=list)
+    executions: dict[Path, Execution] = field(default_factory=dict)
+    seconds_keys: float = 0.0
+    seconds_execute: float = 0.0
+
+    @property
+    def failed(self) -> dict[Path, str]:
+        return {path: run.error for path, run in self.executions.items() if run.error}
+
+    def as_json(self, root: Path = COURSE.root) -> dict:
+        names = lambda paths: [path.relative_to(root).as_posix() for path in paths]  # noqa: E731
+        return {"executed": names(self.executed), "from_cache": names(self.from_cache),
+                "invalidated": names(self.invalidated),
+                "failed": {path.relative_to(root).as_posix(): error for path, error in self.failed.items()},
+                "seconds_keys": self.seconds_keys, "seconds_execute": self.seconds_execute}
+
+
+def execute_lessons(lessons: list[Path], out_dir: Path, workers: int | None = None, force: bool = False,
+                    cache_path: Path | None = None, root: Path = COURSE.root, extra: list[Path] = ()) -> Report:
+    """Bring the execution cache up to date for `lessons`: drop the records whose dependencies changed,
+    execute (in one parallel batch) every lesson without a record, or all of them with `force`, and
+    cache each that ran cleanly. `extra` notebooks (the tests' assignment masters) run in the same batch
+    and are not cached. The executed copies of what ran are in `out_dir`."""
+    started = time.perf_counter()
+    config = settings(root)
+    cache = open_cache(cache_path or config.cache)
+    notebooks = {lesson: read_notebook(lesson) for lesson in lessons}
+    keys = {lesson: notebook_key(lesson, notebooks[lesson], root) for lesson in lessons}
+    report = Report(invalidated=invalidate_stale(cache, keys))
+    report.executed = [lesson for lesson in lessons if force or cached_record(cache, notebooks[lesson]) is None]
+    report.from_cache = [lesson for lesson in lessons if lesson not in report.executed]
+    keyed = time.perf_counter()
+    report.executions = execute_all(report.executed + list(extra), out_dir, workers, config.timeout)
+    for lesson, run in report.executions.items():
+        if lesson in keys and (run.error is None or config.allow_errors):
+            store(cache, keys[lesson], nbformat.read(run.output, as_version=4), run.seconds)
+    report.seconds_keys = round(keyed - started, 3)
+    report.seconds_execute = round(time.perf_counter() - keyed, 3)
+    return report
 
 
 def describe() -> list[dict]:
-    from tools.notebooks import lesson_notebooks
-
+    cache = open_cache()
     rows = []
-    for lesson in lesson_notebooks():
+    for lesson in COURSE.lessons():
         key = notebook_key(lesson)
+        record = cached_record(cache, read_notebook(lesson))
         rows.append({
-            "lesson": lesson.relative_to(REPO).as_posix(), "key": key.digest[:20],
-            "cached": key.entry.exists(),
-            "modules": [path.relative_to(REPO).as_posix() for path in key.modules],
-            "data": [path.relative_to(REPO).as_posix() for path in key.data],
+            "lesson": lesson.relative_to(COURSE.root).as_posix(), "notebook": key.notebook[:20],
+            "dependencies": key.dependencies[:20],
+            "cached": record is not None and record.data.get(DEPENDENCIES) == key.dependencies,
+            "modules": [path.relative_to(COURSE.root).as_posix() for path in key.modules],
+            "data": [path.relative_to(COURSE.root).as_posix() for path in key.data],
         })
     return rows
-
-
-# --- executing the lessons through the cache ---------------------------------------------------------
-
-def execute_lessons(lessons: list[Path], out_dir: Path, workers: int | None = None) -> tuple[dict, dict]:
-    """Executed copies of `lessons` in `out_dir`, each from the cache or from a fresh run (the misses
-    run in parallel with tools.notebooks.execute_all). Returns ({lesson: Execution}, a report)."""
-    import shutil
-    import time
-
-    from tools.notebooks import Execution, execute_all, executed_name
-
-    started = time.perf_counter()
-    keys = {lesson: notebook_key(lesson) for lesson in lessons}
-    fresh = {lesson: read_notebook(lesson) for lesson in lessons}
-    cached = {lesson: lookup(key) for lesson, key in keys.items()}
-    misses = [lesson for lesson in lessons if cached[lesson] is None]
-    keyed = time.perf_counter()
-
-    runs = execute_all(misses, out_dir / ".runs", workers) if misses else {}
-    failed = {lesson: run.error for lesson, run in runs.items() if run.error}
-    if failed:
-        raise SystemExit("lessons failed to execute (nothing was cached for them):\n" + "\n".join(
-            f"  {lesson.relative_to(REPO)}: {error}" for lesson, error in failed.items()))
-    for lesson, run in runs.items():
-        store(keys[lesson], run.output)
-        cached[lesson] = nbformat.read(run.output, as_version=4)
-    executed = time.perf_counter()
-
-    executions = {}
-    for lesson in lessons:
-        output = out_dir / executed_name(lesson)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(with_outputs(fresh[lesson], cached[lesson]), output)
-        executions[lesson] = Execution(lesson, output)
-    shutil.rmtree(out_dir / ".runs", ignore_errors=True)
-    report = {
-        "executed": [lesson.relative_to(REPO).as_posix() for lesson in misses],
-        "from_cache": [lesson.relative_to(REPO).as_posix() for lesson in lessons if lesson not in misses],
-        "seconds_keys": round(keyed - started, 3),
-        "seconds_execute": round(executed - keyed, 3),
-        "seconds_total": round(time.perf_counter() - started, 3),
-    }
-    return executions, report
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@
   git-ignored) so a new or regenerated release is on the site at the next build. Only `exercises/` is
   read: the masters in `solutions/` never reach the site.
 - **The assignment list.** The `{assignment-list}` directive renders a table of every assignment.
+- **Re-reading re-executed lessons.** A lesson re-executed because a module it imports changed (see
+  tools/cache.py) is re-read by Sphinx's incremental build although its source did not change.
 - **Colab links.** Colab cannot open MyST Markdown, so a lesson's Colab button opens the `.ipynb`
   version of the lesson on the branch `course_notebooks_branch`, which the deploy workflow publishes.
 """
@@ -17,7 +19,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from docutils import nodes
 from docutils.statemachine import StringList
 from sphinx.application import Sphinx
@@ -79,7 +80,7 @@ def read_assignment(book_root: Path, folder: Path) -> Assignment:
     for index, path in enumerate(notebooks):
         cells = json.loads(path.read_text())["cells"]
         if index == 0:
-            # The statement is the markdown before the first code cell (STYLE.md: instructions first).
+            # The statement is the markdown before the first code cell: every master states its task first.
             intro = []
             for cell in cells:
                 if cell["cell_type"] != "markdown":
@@ -103,31 +104,16 @@ def find_assignments(book_root: Path) -> list[Assignment]:
     return [read_assignment(book_root, folder) for folder in folders]
 
 
-def toc_documents(book_root: Path) -> set[str]:
-    """Every `file:` entry of _toc.yml, at any depth."""
-    found: set[str] = set()
-
-    def walk(node):
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in ("file", "root") and isinstance(value, str):
-                    found.add(value)
-                walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    toc = book_root / "_toc.yml"
-    if toc.exists():
-        walk(yaml.safe_load(toc.read_text()))
-    return found
+def lesson_docs(app: Sphinx) -> list[str]:
+    """The lessons' document names ("book/01-layernorm", ...) from _toc.yml as sphinx-external-toc parsed
+    it for Jupyter Book (its site map, on the Sphinx configuration)."""
+    return sorted(doc for doc in app.config.external_site_map if re.match(r"^book/\d+-", doc))
 
 
-def lesson_for(assignment: Assignment, book_root: Path) -> str | None:
+def lesson_for(assignment: Assignment, lessons: list[str]) -> str | None:
     """The lesson the assignment practises: the lesson with the same name after its number (assignment
     03-block practises lesson 04-block: lessons and assignments are numbered separately), else one
     whose name shares a word with it (06-gpt2-weights and 09-matching-gpt2), else the same number."""
-    lessons = sorted(doc for doc in toc_documents(book_root) if re.match(r"^book/\d+-", doc))
     name = assignment.folder.split("-", 1)[1]
     for doc in lessons:
         if doc.split("-", 1)[1] == name:
@@ -153,9 +139,9 @@ def _points(value: float) -> str:
     return f"{value:g}"
 
 
-def assignment_page(assignment: Assignment, book_root: Path) -> str:
+def assignment_page(assignment: Assignment, lessons: list[str]) -> str:
     downloads = ", ".join(f"{{download}}`{path.name} <../../{path.as_posix()}>`" for path in assignment.notebooks)
-    lesson = lesson_for(assignment, book_root)
+    lesson = lesson_for(assignment, lessons)
     lines = [
         GENERATED,
         "",
@@ -190,14 +176,14 @@ def assignment_page(assignment: Assignment, book_root: Path) -> str:
     return "\n".join(lines)
 
 
-def write_assignment_pages(book_root: Path) -> list[Path]:
+def write_assignment_pages(book_root: Path, lessons: list[str]) -> list[Path]:
     """(Re)write book/assignments/NN-name.md for every release; remove pages whose release is gone."""
     pages_dir = book_root / "book" / "assignments"
     pages_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for assignment in find_assignments(book_root):
         page = pages_dir / f"{assignment.folder}.md"
-        text = assignment_page(assignment, book_root)
+        text = assignment_page(assignment, lessons)
         if not page.exists() or page.read_text() != text:      # unchanged pages keep Sphinx's cache
             page.write_text(text)
         written.append(page)
@@ -215,7 +201,7 @@ class AssignmentList(SphinxDirective):
         here = Path(self.env.docname).parent
         rows = ["| Assignment | Practises | Points | Notebook |", "| --- | --- | --- | --- |"]
         for assignment in find_assignments(book_root):
-            lesson = lesson_for(assignment, book_root)
+            lesson = lesson_for(assignment, lesson_docs(self.env.app))
             downloads = ", ".join(
                 f"{{download}}`{path.name} <{_relative(book_root / path, book_root / here)}>`"
                 for path in assignment.notebooks)
@@ -232,7 +218,7 @@ def _relative(target: Path, start: Path) -> str:
 
 
 def generate_pages(app: Sphinx) -> None:
-    write_assignment_pages(Path(app.srcdir))
+    write_assignment_pages(Path(app.srcdir), lesson_docs(app))
 
 
 def fix_colab_links(app: Sphinx, pagename, templatename, context, doctree) -> None:
@@ -281,11 +267,42 @@ def write_redirects(app: Sphinx, exception) -> None:
         return
     for old, new in app.config.course_redirects.items():
         page = Path(app.outdir) / f"{old}.html"
-        if (Path(app.srcdir) / f"{old}.md").exists() or page.exists():
+        # A document of its own (not the forwarding page a previous build wrote here) may not be replaced.
+        if old in app.env.all_docs or (Path(app.srcdir) / f"{old}.md").exists():
             raise ValueError(f"course_redirects: {old} is still a page of the site")
         target = _relative(Path(app.outdir) / f"{new}.html", page.parent)
         page.parent.mkdir(parents=True, exist_ok=True)
         page.write_text(REDIRECT.format(title=f"Moved to {target}", target=target))
+
+
+def outdated_outputs(app: Sphinx, env, added, changed, removed) -> list[str]:
+    """Pages whose executed outputs changed in the execution cache since Sphinx last read them.
+
+    Sphinx re-reads a page when its source changes; myst-nb takes a page's outputs from jupyter-cache
+    when it reads the page. When tools/cache.py re-executes a lesson because a module it imports
+    changed, the source is the same but the cache holds new outputs: this tells Sphinx to re-read it.
+    myst-nb records, per page, when the cache record it used was created; a page whose lesson now has
+    a record created at another time (or none) is out of date."""
+    if app.config.nb_execution_mode != "cache" or not app.config.nb_execution_cache_path:
+        return []
+    location = Path(app.config.nb_execution_cache_path)
+    if not location.exists():
+        return []
+    from jupyter_cache import get_cache
+    from myst_nb.sphinx_ import NbMetadataCollector
+
+    latest: dict[str, float] = {}
+    for record in get_cache(str(location)).list_cache_records():
+        uri = str(Path(record.uri).resolve())
+        latest[uri] = max(latest.get(uri, 0.0), record.created.timestamp())
+    outdated = []
+    for docname in env.all_docs:
+        if docname in changed or docname in added:
+            continue
+        executed = NbMetadataCollector.get_exec_data(env, docname)
+        if executed and latest.get(str(Path(env.doc2path(docname)).resolve())) != executed.get("mtime"):
+            outdated.append(docname)
+    return outdated
 
 
 def setup(app: Sphinx):
@@ -294,6 +311,7 @@ def setup(app: Sphinx):
     app.add_config_value("course_redirects", {}, "html")
     app.connect("build-finished", write_redirects)
     app.connect("builder-inited", generate_pages)
+    app.connect("env-get-outdated", outdated_outputs)
     app.connect("html-page-context", fix_colab_links, priority=600)
     app.connect("html-page-context", dedupe_scripts, priority=600)
     app.add_directive("assignment-list", AssignmentList)
