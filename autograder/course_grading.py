@@ -9,7 +9,8 @@
   test turned into an answer) cannot confuse or crash nbgrader, and deleted test or locked cells are put
   back in place (nbgrader's own add_missing_cells fails when a deleted test follows a markdown cell).
   nbgrader's OverwriteCells then restores their source, hidden tests included, from the gradebook.
-- GuardedExecute: runs the notebook in the sandbox and decides each test cell's verdict itself.
+- GuardedExecute: runs the notebook in the sandbox (the kernel grading_limits.py declares, its sockets in
+  a folder made when the kernel starts and removed when it stops) and decides each test cell's verdict itself.
   A test cell earns all or nothing, on whether it raised (the kernel's reply, not a displayed value:
   nbgrader would read a displayed number as partial credit). Before the first cell it takes the grading
   guard's fingerprint (kernel_startup.py) and compares every later one with it, outside the kernel:
@@ -26,6 +27,9 @@
 - PerCheckExport: `nbgrader export --exporter=course_grading.PerCheckExport` writes one column per
   graded test cell plus the flags, so an instructor sees which misconception each student has. Every
   text cell is written so that a spreadsheet reads it as text, never as a formula.
+
+The plugins take the course's folders from the nbgrader command running them (its CourseDirectory, set by
+course_directory.py), and every limit from grading_limits.py.
 """
 
 from __future__ import annotations
@@ -35,19 +39,26 @@ import csv
 import json
 import re
 import secrets
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
 import nbformat
+from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
+from nbgrader.coursedir import CourseDirectory
 from nbgrader.plugins import ExportPlugin
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Bool, Dict, List, Unicode
+from traitlets import Bool, Dict, Unicode
 
 import cgroups
+import grading_limits
 from grading_limits import value
+
+HERE = Path(__file__).resolve().parent
 
 FLAGS = "course_grading"          # key of the grader's record in an autograded notebook's metadata
 HIDDEN_REGION = re.compile(r"### BEGIN HIDDEN TESTS(.*?)### END HIDDEN TESTS", re.S)
@@ -86,22 +97,35 @@ def is_test(cell: NotebookNode) -> bool:
     return bool(record.get("grade")) and not record.get("solution")
 
 
-def release_notebook(root: str, resources: dict) -> NotebookNode:
-    info = resources["nbgrader"]
-    return nbformat.read(Path(root) / info["assignment"] / f"{info['notebook']}.ipynb", as_version=4)
+def course_directory(preprocessor) -> CourseDirectory:
+    """nbgrader's CourseDirectory of the converter running this preprocessor (nbconvert makes each
+    preprocessor with its exporter as parent, nbgrader each exporter with its converter as parent), so
+    the folders are the ones the command itself uses: course_directory.py's, and the command line's."""
+    parent = preprocessor.parent
+    while parent is not None:
+        coursedir = getattr(parent, "coursedir", None)
+        if isinstance(coursedir, CourseDirectory):
+            return coursedir
+        parent = parent.parent
+    raise RuntimeError(f"{type(preprocessor).__name__} runs only inside an nbgrader converter (no CourseDirectory)")
+
+
+def release_notebook(preprocessor, resources: dict) -> NotebookNode:
+    """The released notebook this submission started from (the course's release folder, exercises/)."""
+    coursedir, info = course_directory(preprocessor), resources["nbgrader"]
+    folder = coursedir.format_path(coursedir.release_directory, ".", info["assignment"])
+    return nbformat.read(Path(folder) / f"{info['notebook']}.ipynb", as_version=4)
 
 
 class Intake(NbGraderPreprocessor):
     """First of all: size, forged flags, and nbgrader metadata that nbgrader itself would choke on."""
-
-    release_root = Unicode("", help="The course's release folder (exercises/); set in nbgrader_config.py").tag(config=True)
 
     def preprocess(self, nb, resources):
         flags = []
         size = len(nbformat.writes(nb).encode())
         limit = value("COURSE_GRADING_NOTEBOOK_MB") * 2**20
         if size > limit:
-            release = release_notebook(self.release_root, resources)
+            release = release_notebook(self, resources)
             nb.cells = release.cells
             flags.append(f"refused at intake: the notebook is {size / 2**20:.1f} MB, over the limit of "
                          f"{limit / 2**20:g} MB; graded as the unanswered release")
@@ -132,12 +156,8 @@ class Intake(NbGraderPreprocessor):
 class RestoreFromRelease(NbGraderPreprocessor):
     """Put the release's nbgrader cells back: their metadata always, deleted ones whole."""
 
-    release_root = Unicode("", help="The course's release folder (exercises/); set in nbgrader_config.py").tag(config=True)
-
     def preprocess(self, nb, resources):
-        info = resources["nbgrader"]
-        release_path = Path(self.release_root) / info["assignment"] / f"{info['notebook']}.ipynb"
-        release = nbformat.read(release_path, as_version=4)
+        release = release_notebook(self, resources)
         released = {grade_id(cell): cell for cell in release.cells if grade_id(cell)}
         flags = notebook_flags(nb)
 
@@ -173,7 +193,6 @@ class RestoreFromRelease(NbGraderPreprocessor):
         return nb, resources
 
 
-
 def hidden_lines(nb: NotebookNode) -> set[str]:
     """Every line of hidden test code long enough to recognise, with its spaces removed."""
     lines = set()
@@ -188,6 +207,12 @@ def hidden_lines(nb: NotebookNode) -> set[str]:
     return lines
 
 
+def quotes_hidden(text: str, hidden: set[str]) -> bool:
+    """Whether `text` quotes a line of hidden test code (`hidden`, from hidden_lines), whatever its spacing."""
+    squeezed = re.sub(r"\s+", "", text)
+    return any(line in squeezed for line in hidden)
+
+
 def output_text(output: NotebookNode) -> str:
     """What an output shows a student. An error's traceback is left out: it quotes the failing test's
     code by design, and the feedback never shows it (HideHiddenTests)."""
@@ -199,10 +224,22 @@ def output_text(output: NotebookNode) -> str:
                      for data in output.get("data", {}).values())
 
 
+class SandboxKernelSpecs(KernelSpecManager):
+    """Jupyter's kernelspecs, plus the grading sandbox's (grading_limits.KERNELSPEC). That one is declared,
+    not installed: its {resource_dir} is the autograder folder of the course this file belongs to, so every
+    copy of the course starts its own launcher and no kernelspec is written anywhere."""
+
+    def get_kernel_spec(self, kernel_name):
+        if kernel_name == grading_limits.KERNEL_NAME:
+            return self.kernel_spec_class(resource_dir=str(HERE), name=kernel_name, **grading_limits.KERNELSPEC)
+        return super().get_kernel_spec(kernel_name)
+
+
 class GuardedExecute(Execute):
     """nbgrader's Execute, with verdicts, limits and the tamper guard decided on the grader's side."""
 
-    sandbox_kernel = Unicode("", help="Kernelspec that every submission runs in (the grading sandbox)").tag(config=True)
+    sandbox = Bool(True, help="Run every submission in the grading sandbox (sandboxed_kernel.py); "
+                   "nbgrader_config.py turns it off where COURSE_GRADING_SANDBOX=0").tag(config=True)
     rules = Dict(default_value={}, help="Assignment -> rules: [{'functions': [dotted names], 'message': "
                  "what the rule asks}]; a forbidden function called from the student's code fails and is "
                  "flagged").tag(config=True)
@@ -211,6 +248,7 @@ class GuardedExecute(Execute):
     # --- the notebook -------------------------------------------------------------------------------
 
     def preprocess(self, nb, resources, km=None):
+        self._sockets = None
         self._died_in = None
         self._tampered: list[str] = []
         self._baseline = None
@@ -227,12 +265,6 @@ class GuardedExecute(Execute):
                               if cell.cell_type == "code" and (is_test(cell) or nbgrader_record(cell).get("locked"))]
         for flag in notebook_flags(nb):          # recorded while sanitizing, before this stage
             add_flag(resources, flag)
-        # The notebook's kernelspec decides the kernel (Execute.kernel_name does not survive nbconvert
-        # re-initializing the client), so point it at the sandbox while executing and put it back after.
-        kernelspec = nb.metadata.get("kernelspec")
-        if self.sandbox_kernel:
-            nb.metadata["kernelspec"] = {"name": self.sandbox_kernel, "display_name": self.sandbox_kernel,
-                                         "language": "python"}
         try:
             nb, resources = super().preprocess(nb, resources, km)
         except Exception:
@@ -240,15 +272,27 @@ class GuardedExecute(Execute):
                 raise
             # Shutting down a kernel that already died may fail; the notebook is complete regardless.
         finally:
-            if kernelspec is not None:
-                nb.metadata["kernelspec"] = kernelspec
             self.release_cgroup(resources)
+            if self._sockets:                    # the kernel has stopped: its sockets' folder goes too
+                shutil.rmtree(self._sockets, ignore_errors=True)
+                self._sockets = None
         for cell in nb.cells:
             if any(out.get("ename") == "CellTimeoutError" for out in cell.get("outputs", [])):
                 add_flag(resources, f"timeout in {grade_id(cell) or 'an ungraded cell'}")
         if self._died_in:
             add_flag(resources, f"kernel died in {self._died_in}")
         return nb, resources
+
+    def create_kernel_manager(self):
+        """The sandbox's kernel (whatever kernelspec the notebook names), talking over Unix sockets, since
+        the sandbox has no network, in a folder made for this kernel and removed when it stops (preprocess)."""
+        if not self.sandbox:
+            return super().create_kernel_manager()
+        self._sockets = tempfile.mkdtemp(prefix="course-grading-")
+        self.km = self.kernel_manager_class(
+            kernel_name=grading_limits.KERNEL_NAME, kernel_spec_manager=SandboxKernelSpecs(parent=self),
+            transport="ipc", ip=str(Path(self._sockets) / "kernel"), config=self.config)
+        return self.km
 
     async def async_start_new_kernel_client(self):
         # Bound what one message can cost the grader's memory (a notebook printing 300 MB at once).
@@ -402,14 +446,9 @@ class GuardedExecute(Execute):
         so the cell's printed text is also checked as a whole)."""
         if not self._hidden:
             return
-
-        def quotes(text):
-            squeezed = re.sub(r"\s+", "", text)
-            return any(line in squeezed for line in self._hidden)
-
         printed = "".join(output_text(o) for o in cell.outputs if o.output_type != "error")
-        quoted = [o for o in cell.outputs if quotes(output_text(o))]
-        if not quoted and not quotes(printed):
+        quoted = [o for o in cell.outputs if quotes_hidden(output_text(o), self._hidden)]
+        if not quoted and not quotes_hidden(printed, self._hidden):
             return
         add_flag(resources, f"an output of {grade_id(cell) or 'an ungraded cell'} quoted hidden test code and was withheld")
         kept = [error_output(o.get("ename", "Error"), WITHHELD) if o in quoted else o
@@ -454,8 +493,7 @@ class HideHiddenTests(NbGraderPreprocessor):
             if output.output_type == "error":
                 output.traceback = [f"{output.ename}: {output.evalue}"]
             # A second line of defence: GuardedExecute already withheld such outputs while grading.
-            squeezed = re.sub(r"\s+", "", output_text(output))
-            if any(line in squeezed for line in self._hidden):
+            if quotes_hidden(output_text(output), self._hidden):
                 output.clear()
                 output.update(output_type="stream", name="stdout", text=WITHHELD + "\n")
         if is_test(cell):
@@ -472,9 +510,6 @@ def spreadsheet_safe(value):
 
 class PerCheckExport(ExportPlugin):
     """One row per student and notebook, one column per graded cell, plus the grading flags."""
-
-    autograded = Unicode("", help="The course's autograded folder (to read flags); set in nbgrader_config.py").tag(config=True)
-    submitted = Unicode("", help="The course's submitted folder (to explain missing notebooks)").tag(config=True)
 
     def export(self, gradebook):
         path = Path(self.to or "checks.csv")
@@ -501,10 +536,12 @@ class PerCheckExport(ExportPlugin):
         self.log.info("Wrote per-check grades of %d submissions to %s", len(rows), path)
 
     def flags(self, student: str, assignment: str, notebook: str) -> list[str]:
-        path = Path(self.autograded) / student / assignment / f"{notebook}.ipynb"
+        """The autograded notebook's flags (the course's folders, from the export command's CourseDirectory)."""
+        coursedir = course_directory(self)
+        path = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment)) / f"{notebook}.ipynb"
         if path.is_file() and not path.is_symlink():
             return notebook_flags(nbformat.read(path, as_version=4))
-        handed_in = Path(self.submitted) / student / assignment
+        handed_in = Path(coursedir.format_path(coursedir.submitted_directory, student, assignment))
         expected = handed_in / f"{notebook}.ipynb"
         others = sorted(p.name for p in handed_in.glob("*.ipynb") if p != expected)
         if not expected.exists():

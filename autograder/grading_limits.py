@@ -1,9 +1,13 @@
-"""What one graded submission may take from the grading machine: every limit in one place.
+"""The grading environment, declared in one place: what one graded submission may take from the machine
+(the limits), what its kernel sees (hidden and readable paths, the environment variables it keeps), how the
+kernel starts (the sandbox's kernelspec) and what the tamper guard watches.
 
-nbgrader_config.py, the sandbox launcher (sandboxed_kernel.py) and the grading plugins
-(course_grading.py) all read the limits from here, and the grader page (book/grader.md) prints the same
-table (a test checks that they agree). Each limit can be changed with the environment variable of its
-name, set in the shell that runs `nbgrader autograde` or `python -m tools.grade_class`.
+nbgrader_config.py, the grading plugins (course_grading.py) and the sandbox launcher (sandboxed_kernel.py)
+read it; so does the guard inside the sandboxed kernel (kernel_startup.py), for which this file is made
+readable: it imports only the standard library. Importing it changes nothing, on disk or in the process's
+environment. The grader page (book/grader.md) prints the limits table (a test checks that they agree). Each
+limit can be changed with the environment variable of its name, set in the shell that runs
+`nbgrader autograde` or `python -m tools.grade_class`.
 
 The limits cover the whole submission, not one process: memory and processes are counted by a cgroup
 that holds the kernel and everything it starts (where the machine lets the grader create cgroups; see
@@ -14,6 +18,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
+
+# --- the limits ----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,9 @@ LIMITS = [
           "every solution cell runs in well under a second; a hanging cell costs a minute, not the class"),
     Limit("COURSE_GRADING_NOTEBOOK_TIMEOUT", 300, "s", "wall time for the whole notebook",
           "a full master grades in under 15 s; many slow cells in a row still end within five minutes"),
+    Limit("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT", 180, "s", "wall time for a grading kernel to start",
+          "starting a kernel imports PyTorch in the sandbox, which on a machine loaded by parallel grading takes "
+          "well over nbclient's default of 60 s; a slow start is not the student's fault"),
     Limit("COURSE_GRADING_CPU_SECONDS", 300, "s", "CPU time of each process of the submission",
           "stops a busy loop that outlives the cell timeout (for example in a child process)"),
     Limit("COURSE_GRADING_MEMORY_GB", 4, "GB", "memory of the whole submission (children, /dev/shm and files included)",
@@ -57,11 +67,6 @@ def value(variable: str) -> float:
     return BY_NAME[variable].value
 
 
-def sandbox_enabled() -> bool:
-    """COURSE_GRADING_SANDBOX=0 grades without bubblewrap (only for a machine you trust the code on)."""
-    return os.environ.get("COURSE_GRADING_SANDBOX", "1") != "0"
-
-
 def markdown_table() -> str:
     """The limits as the grader page shows them."""
     rows = ["| Limit | Default | Variable | Why this default |", "| --- | --- | --- | --- |"]
@@ -69,3 +74,91 @@ def markdown_table() -> str:
         default = f"{limit.default:g} {limit.unit}".strip()
         rows.append(f"| {limit.what} | {default} | `{limit.variable}` | {limit.why} |")
     return "\n".join(rows)
+
+
+# --- the sandbox -----------------------------------------------------------------------------------------
+
+SANDBOX_VARIABLE = "COURSE_GRADING_SANDBOX"
+
+
+def sandbox_enabled() -> bool:
+    """COURSE_GRADING_SANDBOX=0 grades without bubblewrap (only for a machine you trust the code on)."""
+    return os.environ.get(SANDBOX_VARIABLE, "1") != "0"
+
+
+# The kernel every submission runs in, as a Jupyter kernelspec. It is not installed anywhere: the grader
+# hands it to the kernel manager (course_grading.SandboxKernelSpecs), with {resource_dir} the course's
+# autograder folder, so every copy of the course starts its own launcher and nothing is written to disk.
+KERNEL_NAME = "course-sandbox"
+KERNELSPEC = {
+    "argv": ["python", "{resource_dir}/sandboxed_kernel.py", "{connection_file}"],
+    "display_name": "Python 3 (grading sandbox)",
+    "language": "python",
+    # bwrap does not pass SIGINT on to the kernel, so a timed-out cell is interrupted by a message.
+    "interrupt_mode": "message",
+}
+
+# Run in the kernel before the student's first cell: seeds and the tamper guard.
+STARTUP_FILE = "kernel_startup.py"
+
+# Environment passed into the sandbox; everything else (tokens, the grader's paths) stays outside.
+KEPT_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                    "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PYTHONHASHSEED")
+
+
+def kernel_arguments(autograder: Path) -> list[str]:
+    """What every grading kernel is started with: no history file, and the start-up file."""
+    return ["--HistoryManager.hist_file=:memory:",
+            f"--IPKernelApp.exec_files={[str(autograder / STARTUP_FILE)]}"]
+
+
+def hidden_paths(autograder: Path) -> list[str]:
+    """Folders the kernel sees empty: this course (its gradebook, masters and submissions), the checkout the
+    course's code comes from (its .git, its masters), the homes and /run (sockets such as a database's).
+    /tmp is replaced by a private tmpfs as well (sandboxed_kernel.base_argv)."""
+    import importlib.util
+
+    paths = [str(Path(autograder).resolve().parent)]
+    reference = importlib.util.find_spec("gptcourse")
+    if reference is not None and reference.submodule_search_locations:
+        paths.append(str(Path(list(reference.submodule_search_locations)[0]).resolve().parent))
+    return [*paths, os.path.expanduser("~"), "/home", "/root", "/run"]
+
+
+def readable_paths(autograder: Path) -> list[str]:
+    """The course's files the kernel may read (read-only) inside the hidden course: the start-up file, and
+    this file, which the guard reads its watch list from."""
+    return [str(Path(autograder) / STARTUP_FILE), str(Path(autograder) / Path(__file__).name)]
+
+
+# --- what the tamper guard watches (kernel_startup.py) --------------------------------------------------
+# The guard fingerprints each attribute below (its object's identity) before the first cell and after every
+# cell; the grader compares the fingerprints. An owner that cannot be imported is skipped.
+
+WATCHED = {
+    "builtins": ["isinstance", "issubclass", "type", "abs", "float", "int", "round", "len", "all", "any", "max",
+                 "min", "sum", "zip", "range", "list", "tuple", "dict", "set", "str", "repr", "getattr", "hasattr",
+                 "callable", "id", "AssertionError", "Exception", "BaseException", "ValueError", "TypeError",
+                 "RuntimeError", "NotImplementedError", "KeyError", "__import__", "__build_class__", "compile",
+                 "exec", "eval", "print", "object", "super", "iter", "next", "sorted", "enumerate"],
+    "sys": ["displayhook", "excepthook", "breakpointhook"],
+    # Not manual_seed: importing transformers legitimately wraps it.
+    "torch": ["allclose", "equal", "isclose", "tensor", "randn", "is_tensor", "Tensor", "Generator", "testing",
+              "nn", "zeros", "ones"],
+    "torch.testing": ["assert_close"],
+    "torch.Tensor": ["__eq__", "__ne__", "__lt__", "__gt__", "__bool__", "__float__", "tolist", "item", "allclose",
+                     "equal", "abs", "max", "min", "isclose", "all", "any", "numpy", "detach", "clone"],
+    "torch.nn.functional": ["layer_norm", "gelu", "scaled_dot_product_attention", "linear", "softmax", "dropout",
+                            "embedding", "cross_entropy"],
+    "numpy": ["allclose", "array_equal", "isclose", "asarray", "array"],
+    "numpy.testing": ["assert_allclose", "assert_array_equal"],
+}
+# Methods of IPython's shell and of the kernel that read and run a cell: patched on the class or shadowed
+# on the instance, either is a change.
+WATCHED_METHODS = ("run_cell", "run_cell_async", "run_ast_nodes", "run_code", "transform_cell", "transform_ast",
+                   "showtraceback", "_showtraceback", "showsyntaxerror", "user_expressions", "do_execute",
+                   "execute_request", "should_run_async", "_run_cell", "run_line_magic")
+# Modules the tests import: replacing one in sys.modules is a change.
+WATCHED_MODULES = ("builtins", "sys", "torch", "torch.nn.functional", "numpy", "_course_guard")
+# The names the assignments' locked setup cells bind, and the modules they must stay.
+NOTEBOOK_NAMES = {"torch": "torch", "F": "torch.nn.functional"}

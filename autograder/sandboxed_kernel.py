@@ -1,4 +1,4 @@
-"""Start a grading kernel inside a bubblewrap sandbox (the kernelspec that nbgrader_config.py writes).
+"""Start a grading kernel inside a bubblewrap sandbox (the kernelspec declared in grading_limits.py).
 
     python sandboxed_kernel.py CONNECTION_FILE [IPYKERNEL ARGUMENTS...]
 
@@ -17,6 +17,9 @@ What the kernel gets, and why:
 - **No network**, no capabilities, a new session (no terminal to inject keys into).
 - **Limits for the whole submission** (grading_limits.py): a cgroup for memory and processes where the
   machine allows one (cgroups.py), size-limited tmpfs for files, and per-process rlimits as a backstop.
+
+What is hidden, what is readable and which environment variables pass are declared in grading_limits.py,
+for the course this file belongs to; this launcher applies them.
 
 `check()` starts a trivial sandbox with the same options; nbgrader_config.py calls it so that grading
 refuses with a clear message where bubblewrap cannot start (for example in a container that blocks
@@ -38,24 +41,20 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import cgroups  # noqa: E402
+import grading_limits  # noqa: E402
 from grading_limits import value  # noqa: E402
 
 WORK = "/tmp/submission"              # the kernel's working folder inside the sandbox
 STUB = HERE / "sandbox_stubs" / "gptcourse"
-# Environment passed into the sandbox; everything else (tokens, the grader's paths) stays outside.
-KEPT_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                    "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PYTHONHASHSEED")
 NAMESPACES = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
               "--new-session", "--die-with-parent", "--cap-drop", "ALL"]
 
 
 def hidden_paths() -> list[str]:
-    """Folders the kernel sees empty: the course and the code repository (set by nbgrader_config.py),
-    the homes and /run (sockets such as a database's). /tmp is replaced by base_argv()."""
-    paths = [p for p in os.environ.get("COURSE_GRADING_HIDDEN", "").split(os.pathsep) if p]
-    paths += [os.path.expanduser("~"), "/home", "/root", "/run"]
+    """The folders grading_limits.hidden_paths names that exist, resolved: the kernel sees them empty.
+    /tmp is replaced by base_argv()."""
     existing = []
-    for path in paths:
+    for path in grading_limits.hidden_paths(HERE):
         real = os.path.realpath(path)
         if os.path.isdir(real) and real != "/" and real not in existing:
             existing.append(real)
@@ -171,15 +170,14 @@ def main(arguments: list[str]) -> None:
     argv = base_argv()
     files, fds = copy_in(os.getcwd(), int(value("COURSE_GRADING_DISK_MB") * 2**20) // 2)
     argv += files
-    readable = [p for p in os.environ.get("COURSE_GRADING_READABLE", "").split(os.pathsep) if p]
-    for path in [*readable, connection_file]:          # the start-up file, the connection file
+    for path in [*grading_limits.readable_paths(HERE), connection_file]:
         argv += ["--ro-bind", path, path]
     argv += rule_stubs()
     if connection.get("transport") == "ipc":           # the kernel's sockets: a folder of their own
         sockets = os.path.dirname(os.path.abspath(connection["ip"]))
         argv += ["--bind", sockets, sockets]
     argv += ["--clearenv"]
-    for key in KEPT_ENVIRONMENT:
+    for key in grading_limits.KEPT_ENVIRONMENT:
         if key in os.environ:
             argv += ["--setenv", key, os.environ[key]]
     argv += ["--setenv", "HOME", WORK, "--setenv", "TMPDIR", "/tmp", "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib",

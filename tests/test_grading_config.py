@@ -1,19 +1,26 @@
-"""The grading configuration fails closed, and the grader page states the limits the code applies."""
+"""The grading configuration fails closed, changes nothing when it loads, and the grader page states the
+limits the code applies."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
+from pathlib import Path
+
+import nbformat
 
 from tools import grading
+from tools.course import COURSE
 
-sys.path.insert(0, str(grading.REPO / "autograder"))
+sys.path.insert(0, str(COURSE.root / "autograder"))
 
 import grading_limits  # noqa: E402
 
 
 def test_the_grader_page_shows_the_limits_the_grader_applies():
-    page = (grading.REPO / "book" / "grader.md").read_text()
+    page = (COURSE.root / "book" / "grader.md").read_text()
     assert grading_limits.markdown_table() in page
 
 
@@ -46,3 +53,60 @@ def test_an_error_in_the_configuration_stops_nbgrader_instead_of_grading_with_de
     result = grading.nbgrader(course, "generate_assignment", "01-layernorm", "--force", check=False)
     assert result.returncode != 0
     assert "nbgrader_config.py failed, so nothing is graded" in result.stdout + result.stderr
+
+
+LOAD = """
+import json, os, sys
+from traitlets.config.loader import PyFileConfigLoader
+before = dict(os.environ)
+config = PyFileConfigLoader("nbgrader_config.py", path=os.getcwd()).load_config()
+changed = sorted(key for key in {*before, *os.environ} if before.get(key) != os.environ.get(key))
+print(json.dumps({"changed": changed, "startup_timeout": config.Execute.startup_timeout,
+                  "sandbox": config.GuardedExecute.sandbox}))
+"""
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file and folder under root, with its modification time and size."""
+    return {str(path.relative_to(root)): (path.lstat().st_mtime_ns, path.lstat().st_size)
+            for path in [root, *root.rglob("*")]}
+
+
+def test_loading_the_configuration_changes_nothing_on_disk_or_in_the_environment(tmp_path):
+    """nbgrader loads nbgrader_config.py for every command (and the class grader once per worker): no
+    kernelspec written, no temporary folder made, no environment variable set. (-B: Python's own bytecode
+    cache is not the configuration's doing.)"""
+    course = grading.make_course(tmp_path / "course")
+    scratch_tmp = tmp_path / "tmp"
+    scratch_tmp.mkdir()
+    before = snapshot(course)
+    result = subprocess.run([sys.executable, "-B", "-c", LOAD], cwd=course / "autograder", capture_output=True,
+                            text=True, env={**os.environ, "TMPDIR": str(scratch_tmp)})
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout.splitlines()[-1])
+    assert snapshot(course) == before
+    assert list(scratch_tmp.iterdir()) == []
+    assert loaded == {"changed": [], "sandbox": True,
+                      "startup_timeout": grading_limits.value("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT")}
+
+
+def test_a_kernels_socket_folder_lives_exactly_as_long_as_the_kernel(tmp_path, monkeypatch):
+    """The sandboxed kernel talks over Unix sockets in a folder made for it when it starts and removed
+    when it stops; the kernel comes from the kernelspec grading_limits.py declares, installed nowhere."""
+    import tempfile
+
+    from course_grading import GuardedExecute
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "work").mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from ipykernel.kernelapp import IPKernelApp\n"
+        "app = IPKernelApp.instance()\n"
+        "print(app.transport, app.ip)")])
+    executor = GuardedExecute(extra_arguments=grading_limits.kernel_arguments(COURSE.autograder),
+                              startup_timeout=int(grading_limits.value("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT")))
+    nb, _ = executor.preprocess(nb, {"metadata": {"path": str(tmp_path / "work")}})
+    transport, ip = nb.cells[0].outputs[0].text.split()
+    assert transport == "ipc" and Path(ip).parent.parent == tmp_path / "tmp"
+    assert list((tmp_path / "tmp").iterdir()) == []
