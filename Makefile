@@ -39,7 +39,14 @@ BWRAP := /usr/bin/bwrap
 $(BWRAP):
 	$(if $(filter 0,$(shell id -u)),,sudo) apt-get update && $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y bubblewrap
 
-test: $(BWRAP) $(STAMP) $(NPM_STAMP) $(CHROMIUM)
+# The PostgreSQL gradebook tests (tests/postgres.py) start a throwaway server with PostgreSQL's initdb,
+# which Debian's `postgresql` package puts off PATH, in /usr/lib/postgresql/<version>/bin.
+.PHONY: postgresql
+postgresql:
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		{ $(APT_GET) update && $(APT_GET) install -y postgresql; }
+
+test: $(BWRAP) $(STAMP) $(NPM_STAMP) $(CHROMIUM) postgresql
 	$(PY) -m pytest
 
 # JupyterLab for one role (tools/lab.py; the tests in tests/lab start it the same way). `make student`: the
