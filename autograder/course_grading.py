@@ -9,8 +9,9 @@
   test turned into an answer) cannot confuse or crash nbgrader, and deleted test or locked cells are put
   back in place (nbgrader's own add_missing_cells fails when a deleted test follows a markdown cell).
   nbgrader's OverwriteCells then restores their source, hidden tests included, from the gradebook.
-- GuardedExecute: runs the notebook in the sandbox (the kernel grading_limits.py declares, its sockets in
-  a folder made when the kernel starts and removed when it stops) and decides each test cell's verdict itself.
+- GuardedExecute: runs the notebook in the sandbox (the kernel grading_environment.py declares, its
+  sockets in a folder made when the kernel starts and removed when it stops) and decides each test
+  cell's verdict itself.
   A test cell earns all or nothing, on whether it raised (the kernel's reply, not a displayed value:
   nbgrader would read a displayed number as partial credit). Before the first cell it takes the grading
   guard's fingerprint (kernel_startup.py) and compares every later one with it, outside the kernel:
@@ -29,7 +30,7 @@
   text cell is written so that a spreadsheet reads it as text, never as a formula.
 
 The plugins take the course's folders from the nbgrader command running them (its CourseDirectory, set by
-course_directory.py), and every limit from grading_limits.py.
+course_directory.py), and every limit from grading_environment.py.
 """
 
 from __future__ import annotations
@@ -55,8 +56,8 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Dict, Unicode
 
 import cgroups
-import grading_limits
-from grading_limits import value
+import grading_environment
+from grading_environment import value
 
 HERE = Path(__file__).resolve().parent
 
@@ -225,13 +226,14 @@ def output_text(output: NotebookNode) -> str:
 
 
 class SandboxKernelSpecs(KernelSpecManager):
-    """Jupyter's kernelspecs, plus the grading sandbox's (grading_limits.KERNELSPEC). That one is declared,
-    not installed: its {resource_dir} is the autograder folder of the course this file belongs to, so every
-    copy of the course starts its own launcher and no kernelspec is written anywhere."""
+    """Jupyter's kernelspecs, plus the grading sandbox's (grading_environment.KERNELSPEC). That one is
+    declared, not installed: its {resource_dir} is the autograder folder of the course this file belongs
+    to, so every copy of the course starts its own launcher and no kernelspec is written anywhere."""
 
     def get_kernel_spec(self, kernel_name):
-        if kernel_name == grading_limits.KERNEL_NAME:
-            return self.kernel_spec_class(resource_dir=str(HERE), name=kernel_name, **grading_limits.KERNELSPEC)
+        if kernel_name == grading_environment.KERNEL_NAME:
+            return self.kernel_spec_class(resource_dir=str(HERE), name=kernel_name,
+                                          **grading_environment.KERNELSPEC)
         return super().get_kernel_spec(kernel_name)
 
 
@@ -290,7 +292,7 @@ class GuardedExecute(Execute):
             return super().create_kernel_manager()
         self._sockets = tempfile.mkdtemp(prefix="course-grading-")
         self.km = self.kernel_manager_class(
-            kernel_name=grading_limits.KERNEL_NAME, kernel_spec_manager=SandboxKernelSpecs(parent=self),
+            kernel_name=grading_environment.KERNEL_NAME, kernel_spec_manager=SandboxKernelSpecs(parent=self),
             transport="ipc", ip=str(Path(self._sockets) / "kernel"), config=self.config)
         return self.km
 

@@ -16,7 +16,7 @@ therefore does not switch it off; it changes the fingerprint. What the fingerpri
 - the modules the tests import, and the notebook's names `torch` and `F`.
 
 The watch list itself (which attributes of which modules, which shell methods, which modules and names) is
-declared in grading_limits.py, beside the limits; the probes that need code are here.
+declared in grading_environment.py, beside the limits; the probes that need code are here.
 
 Assignment rules: `setup()` can forbid functions (assignment 1 forbids PyTorch's own LayerNorm). A
 forbidden function still works when a locked or test cell calls it, as a reference; called from the
@@ -51,7 +51,7 @@ def _install_guard():
 
     # What to watch is declared beside the limits (made readable in the sandbox; IPython puts this file's
     # folder on sys.path while it runs). Taken out of sys.modules again: the notebook never sees it.
-    import grading_limits as declared
+    import grading_environment as declared
 
     sys.modules.pop(declared.__name__, None)
 

@@ -4,8 +4,8 @@ The instructor master of each assignment lives in ../solutions, the student rele
 `nbgrader generate_assignment` produces in ../exercises. Everything nbgrader writes while grading
 (submissions, autograded copies, feedback, the gradebook, the local exchange) goes under this folder
 and is git-ignored. Where each of those lives: course_directory.py. The grading environment (the limits,
-the sandbox's kernel, what it hides and what the tamper guard watches): grading_limits.py; the grader page
-(book/grader.md) says what each limit guards against.
+the sandbox's kernel, what it hides and what the tamper guard watches): grading_environment.py; the
+grader page (book/grader.md) says what each limit guards against.
 
 Loading this file changes nothing on disk or in the process's environment: it only sets configuration
 (and checks, by starting a trivial sandbox, that grading kernels can be sandboxed here).
@@ -30,7 +30,7 @@ def configure(c):
         sys.path.insert(0, str(HERE))
 
     from course_grading import GuardedExecute, HideHiddenTests, Intake, RecordFlags, RestoreFromRelease
-    from grading_limits import kernel_arguments, sandbox_enabled, value
+    from grading_environment import kernel_arguments, sandbox_enabled, value
 
     # The course id, nbgrader's folders, the gradebook's URL and the exchange: course_directory.py, which the
     # course's tools read as well (tools.course.Course). The plugins read their folders from nbgrader's
@@ -43,8 +43,8 @@ def configure(c):
     c.Execute.startup_timeout = int(value("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT"))
 
     # Grading kernels run in a bubblewrap sandbox (see sandboxed_kernel.py): GuardedExecute starts the kernel
-    # that grading_limits.py declares. COURSE_GRADING_SANDBOX=0 turns it off (then a kernel can read and write
-    # whatever the grader's user can, and only the timeouts apply).
+    # that grading_environment.py declares. COURSE_GRADING_SANDBOX=0 turns it off (then a kernel can read
+    # and write whatever the grader's user can, and only the timeouts apply).
     c.GuardedExecute.sandbox = sandbox_enabled()
     if sandbox_enabled():
         import sandboxed_kernel

@@ -1,4 +1,4 @@
-"""Start a grading kernel inside a bubblewrap sandbox (the kernelspec declared in grading_limits.py).
+"""Start a grading kernel inside a bubblewrap sandbox (the kernelspec declared in grading_environment.py).
 
     python sandboxed_kernel.py CONNECTION_FILE [IPYKERNEL ARGUMENTS...]
 
@@ -15,11 +15,11 @@ What the kernel gets, and why:
   start-up file and the connection file are mounted back, read-only. The course's reference module
   `gptcourse` is replaced by a stub whose import fails with a message naming the rule.
 - **No network**, no capabilities, a new session (no terminal to inject keys into).
-- **Limits for the whole submission** (grading_limits.py): a cgroup for memory and processes where the
+- **Limits for the whole submission** (grading_environment.py): a cgroup for memory and processes where the
   machine allows one (cgroups.py), size-limited tmpfs for files, and per-process rlimits as a backstop.
 
-What is hidden, what is readable and which environment variables pass are declared in grading_limits.py,
-for the course this file belongs to; this launcher applies them.
+What is hidden, what is readable and which environment variables pass are declared in
+grading_environment.py, for the course this file belongs to; this launcher applies them.
 
 `check()` starts a trivial sandbox with the same options; nbgrader_config.py calls it so that grading
 refuses with a clear message where bubblewrap cannot start (for example in a container that blocks
@@ -41,8 +41,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import cgroups  # noqa: E402
-import grading_limits  # noqa: E402
-from grading_limits import value  # noqa: E402
+import grading_environment  # noqa: E402
+from grading_environment import value  # noqa: E402
 
 WORK = "/tmp/submission"              # the kernel's working folder inside the sandbox
 STUB = HERE / "sandbox_stubs" / "gptcourse"
@@ -51,10 +51,10 @@ NAMESPACES = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"
 
 
 def hidden_paths() -> list[str]:
-    """The folders grading_limits.hidden_paths names that exist, resolved: the kernel sees them empty.
+    """The folders grading_environment.hidden_paths names that exist, resolved: the kernel sees them empty.
     /tmp is replaced by base_argv()."""
     existing = []
-    for path in grading_limits.hidden_paths(HERE):
+    for path in grading_environment.hidden_paths(HERE):
         real = os.path.realpath(path)
         if os.path.isdir(real) and real != "/" and real not in existing:
             existing.append(real)
@@ -170,14 +170,14 @@ def main(arguments: list[str]) -> None:
     argv = base_argv()
     files, fds = copy_in(os.getcwd(), int(value("COURSE_GRADING_DISK_MB") * 2**20) // 2)
     argv += files
-    for path in [*grading_limits.readable_paths(HERE), connection_file]:
+    for path in [*grading_environment.readable_paths(HERE), connection_file]:
         argv += ["--ro-bind", path, path]
     argv += rule_stubs()
     if connection.get("transport") == "ipc":           # the kernel's sockets: a folder of their own
         sockets = os.path.dirname(os.path.abspath(connection["ip"]))
         argv += ["--bind", sockets, sockets]
     argv += ["--clearenv"]
-    for key in grading_limits.KEPT_ENVIRONMENT:
+    for key in grading_environment.KEPT_ENVIRONMENT:
         if key in os.environ:
             argv += ["--setenv", key, os.environ[key]]
     argv += ["--setenv", "HOME", WORK, "--setenv", "TMPDIR", "/tmp", "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib",

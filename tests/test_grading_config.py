@@ -16,19 +16,19 @@ from tools.course import COURSE
 
 sys.path.insert(0, str(COURSE.root / "autograder"))
 
-import grading_limits  # noqa: E402
+import grading_environment  # noqa: E402
 
 
 def test_the_grader_page_shows_the_limits_the_grader_applies():
     page = (COURSE.root / "book" / "grader.md").read_text()
-    assert grading_limits.markdown_table() in page
+    assert grading_environment.markdown_table() in page
 
 
 def test_each_limit_can_be_changed_by_its_variable(monkeypatch):
     monkeypatch.setenv("COURSE_GRADING_MEMORY_GB", "1.5")
-    assert grading_limits.value("COURSE_GRADING_MEMORY_GB") == 1.5
+    assert grading_environment.value("COURSE_GRADING_MEMORY_GB") == 1.5
     monkeypatch.delenv("COURSE_GRADING_MEMORY_GB")
-    assert grading_limits.value("COURSE_GRADING_MEMORY_GB") == 4
+    assert grading_environment.value("COURSE_GRADING_MEMORY_GB") == 4
 
 
 def test_grading_refuses_with_a_clear_message_where_the_sandbox_cannot_start(tmp_path):
@@ -87,12 +87,12 @@ def test_loading_the_configuration_changes_nothing_on_disk_or_in_the_environment
     assert snapshot(course) == before
     assert list(scratch_tmp.iterdir()) == []
     assert loaded == {"changed": [], "sandbox": True,
-                      "startup_timeout": grading_limits.value("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT")}
+                      "startup_timeout": grading_environment.value("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT")}
 
 
 def test_a_kernels_socket_folder_lives_exactly_as_long_as_the_kernel(tmp_path, monkeypatch):
     """The sandboxed kernel talks over Unix sockets in a folder made for it when it starts and removed
-    when it stops; the kernel comes from the kernelspec grading_limits.py declares, installed nowhere."""
+    when it stops; the kernel comes from the kernelspec grading_environment.py declares, installed nowhere."""
     import tempfile
 
     from course_grading import GuardedExecute
@@ -104,8 +104,8 @@ def test_a_kernels_socket_folder_lives_exactly_as_long_as_the_kernel(tmp_path, m
         "from ipykernel.kernelapp import IPKernelApp\n"
         "app = IPKernelApp.instance()\n"
         "print(app.transport, app.ip)")])
-    executor = GuardedExecute(extra_arguments=grading_limits.kernel_arguments(COURSE.autograder),
-                              startup_timeout=int(grading_limits.value("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT")))
+    executor = GuardedExecute(extra_arguments=grading_environment.kernel_arguments(COURSE.autograder),
+                              startup_timeout=int(grading_environment.value("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT")))
     nb, _ = executor.preprocess(nb, {"metadata": {"path": str(tmp_path / "work")}})
     transport, ip = nb.cells[0].outputs[0].text.split()
     assert transport == "ipc" and Path(ip).parent.parent == tmp_path / "tmp"

@@ -326,7 +326,7 @@ class Supervisor:
 def unit_timeout(course: Course) -> float:
     """How long one submission may take to grade: its notebooks' time limit, plus start-up and saving."""
     sys.path.insert(0, str(course.autograder))
-    from grading_limits import value
+    from grading_environment import value
 
     source = course.folder("source")
     notebooks = max((len(list(p.glob("*.ipynb"))) for p in source.iterdir() if p.is_dir()), default=1)

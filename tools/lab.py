@@ -12,7 +12,7 @@ JUPYTERLAB_SETTINGS_DIR, ...), so nothing is patched and nothing outside that fo
 - `labconfig/page_config.json` disables lab extensions (a student has no Create Assignment sidebar and no
   formgrader; nobody gets JupyterLab's "news" announcements prompt);
 - a student's `nbgrader_config.py` names the course, the exchange, the student's id and the time Validate
-  gives each cell (the course's grading timeout, autograder/grading_limits.py);
+  gives each cell (the course's grading timeout, autograder/grading_environment.py);
 - a student's server loads tools/lab_student.py, which gives a damaged notebook (not JSON, an answer cell
   deleted) or an endless loop a clear message in Validate and Submit instead of a traceback.
 
@@ -53,7 +53,7 @@ def cell_timeout() -> int:
     """The course's per-cell timeout (COURSE_GRADING_CELL_TIMEOUT overrides it), which Validate uses too."""
     sys.path.insert(0, str(COURSE.autograder))
     try:
-        from grading_limits import value
+        from grading_environment import value
     finally:
         sys.path.pop(0)
     return int(value("COURSE_GRADING_CELL_TIMEOUT"))
