@@ -12,8 +12,9 @@ What the kernel gets, and why:
   limited size. Nothing it writes reaches the autograded folder, which nbgrader writes afterwards.
 - **Nothing of the course.** The course root, the code repository (its `.git` included), every home
   folder, `/run` and `/tmp` are replaced by empty folders; only the Python environment, the kernel's
-  start-up file and the connection file are mounted back, read-only. The course's reference module
-  `gptcourse` is replaced by a stub whose import fails with a message naming the rule.
+  start-up file, grading_environment.py (the guard's watch list) and the connection file are mounted
+  back, read-only, and the kernel's socket folder read-write. The course's reference module `gptcourse`
+  is replaced by a stub whose import fails with a message naming the rule.
 - **No network**, no capabilities, a new session (no terminal to inject keys into).
 - **Limits for the whole submission** (grading_environment.py): a cgroup for memory and processes where the
   machine allows one (cgroups.py), size-limited tmpfs for files, and per-process rlimits as a backstop.

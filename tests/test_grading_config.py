@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from tools import grading
 from tools.course import COURSE
@@ -19,11 +20,13 @@ sys.path.insert(0, str(COURSE.root / "autograder"))
 import grading_environment  # noqa: E402
 
 
+@pytest.mark.quick
 def test_the_grader_page_shows_the_limits_the_grader_applies():
     page = (COURSE.root / "book" / "grader.md").read_text()
     assert grading_environment.markdown_table() in page
 
 
+@pytest.mark.quick
 def test_each_limit_can_be_changed_by_its_variable(monkeypatch):
     monkeypatch.setenv("COURSE_GRADING_MEMORY_GB", "1.5")
     assert grading_environment.value("COURSE_GRADING_MEMORY_GB") == 1.5
@@ -31,6 +34,7 @@ def test_each_limit_can_be_changed_by_its_variable(monkeypatch):
     assert grading_environment.value("COURSE_GRADING_MEMORY_GB") == 4
 
 
+@pytest.mark.grading
 def test_grading_refuses_with_a_clear_message_where_the_sandbox_cannot_start(tmp_path):
     """In a container that blocks user namespaces bwrap exits at once; nbgrader must stop, not grade
     every student into a dead kernel (and never grade unsandboxed)."""
@@ -47,6 +51,7 @@ def test_grading_refuses_with_a_clear_message_where_the_sandbox_cannot_start(tmp
     assert not (course / "exercises" / "01-layernorm").exists()
 
 
+@pytest.mark.grading
 def test_an_error_in_the_configuration_stops_nbgrader_instead_of_grading_with_defaults(tmp_path):
     course = grading.make_course(tmp_path / "course")
     (course / "autograder" / "course_grading.py").write_text("raise ImportError('broken plugin')\n")
@@ -72,6 +77,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
             for path in [root, *root.rglob("*")]}
 
 
+@pytest.mark.grading
 def test_loading_the_configuration_changes_nothing_on_disk_or_in_the_environment(tmp_path):
     """nbgrader loads nbgrader_config.py for every command (and the class grader once per worker): no
     kernelspec written, no temporary folder made, no environment variable set. (-B: Python's own bytecode
@@ -90,6 +96,7 @@ def test_loading_the_configuration_changes_nothing_on_disk_or_in_the_environment
                       "startup_timeout": grading_environment.value("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT")}
 
 
+@pytest.mark.grading
 def test_a_kernels_socket_folder_lives_exactly_as_long_as_the_kernel(tmp_path, monkeypatch):
     """The sandboxed kernel talks over Unix sockets in a folder made for it when it starts and removed
     when it stops; the kernel comes from the kernelspec grading_environment.py declares, installed nowhere."""
