@@ -15,29 +15,31 @@ from urllib.parse import unquote, urlsplit
 import nbformat
 from bs4 import BeautifulSoup
 
-from tools.notebooks import REPO, lesson_notebooks, toc_files
+from tools.course import COURSE
 
-TEST_OUTPUT = REPO / "_build" / "test-output"     # git-ignored: screenshots and reports for review
+# Review material the browser and lab tests write (screenshots, the accessibility report): git-ignored,
+# documented in the README; everything else a test writes goes to its temporary folders.
+TEST_OUTPUT = COURSE.root / "_build" / "test-output"
 BINARY = {".png", ".jpg", ".jpeg", ".gif", ".svg", ".woff", ".woff2", ".ttf", ".eot", ".ico", ".pdf", ".inv",
           ".pickle", ".doctree", ".zip"}
 
 
 def lesson_pages() -> list[str]:
     """The site path of every lesson page, in reading order ("book/01-layernorm.html", ...)."""
-    return [path.relative_to(REPO).with_suffix(".html").as_posix() for path in lesson_notebooks()]
+    return [path.relative_to(COURSE.root).with_suffix(".html").as_posix() for path in COURSE.lessons()]
 
 
 def redirects() -> dict[str, str]:
     """Old page -> the page it forwards to, both site paths ("book/03-block.html": "book/04-block.html")."""
     import yaml
 
-    config = yaml.safe_load((REPO / "_config.yml").read_text())
+    config = yaml.safe_load((COURSE.root / "_config.yml").read_text())
     moved = config["sphinx"]["config"].get("course_redirects", {})
     return {f"{old}.html": f"{new}.html" for old, new in moved.items()}
 
 
 def release_folders() -> list[Path]:
-    return sorted(path for path in (REPO / "exercises").glob("[0-9]*-*") if any(path.glob("*.ipynb")))
+    return sorted(path for path in (COURSE.root / "exercises").glob("[0-9]*-*") if any(path.glob("*.ipynb")))
 
 
 def assignment_pages() -> list[str]:
@@ -46,7 +48,7 @@ def assignment_pages() -> list[str]:
 
 def expected_pages() -> list[str]:
     """Every HTML page the site should have: the table of contents, the assignments, search, index."""
-    toc_pages = [path.relative_to(REPO).with_suffix(".html").as_posix() for path in toc_files()]
+    toc_pages = [path.relative_to(COURSE.root).with_suffix(".html").as_posix() for path in COURSE.pages()]
     pages = toc_pages + [page for page in assignment_pages() if page not in toc_pages]
     return pages + ["search.html", "genindex.html"]
 
@@ -123,8 +125,8 @@ def normalize(text: str) -> str:
 
 def public_text() -> str:
     """Everything students may see anyway, whitespace collapsed: the lessons' sources and the releases."""
-    texts = [path.read_text() for path in sorted((REPO / "book").rglob("*.md"))]
-    for release in sorted((REPO / "exercises").glob("*/*.ipynb")):
+    texts = [path.read_text() for path in sorted((COURSE.root / "book").rglob("*.md"))]
+    for release in sorted((COURSE.root / "exercises").glob("*/*.ipynb")):
         texts += [cell.source for cell in nbformat.read(release, as_version=4).cells]
     return "\n".join(normalize(text) for text in texts)
 
@@ -136,7 +138,7 @@ def secret_lines() -> set[str]:
     a leak; a line that only the master holds is. Short lines (`return x`) say nothing on their own."""
     public = public_text()
     secrets: set[str] = set()
-    for master in sorted((REPO / "solutions").glob("*/*.ipynb")):
+    for master in sorted((COURSE.root / "solutions").glob("*/*.ipynb")):
         for cell in nbformat.read(master, as_version=4).cells:
             meta = cell.metadata.get("nbgrader", {})
             regions = [match.group(2) for match in REGION.finditer(cell.source)]
@@ -183,7 +185,7 @@ def readable_text(path: Path) -> str:
 def vendored(site: Path, path: Path) -> bool:
     """True for a byte-for-byte copy of the MathJax npm package (pinned by package-lock.json)."""
     relative = path.relative_to(site / "_static") if path.is_relative_to(site / "_static") else None
-    original = REPO / "node_modules" / "mathjax" / relative if relative else None
+    original = COURSE.root / "node_modules" / "mathjax" / relative if relative else None
     return bool(original and original.is_file() and original.read_bytes() == path.read_bytes())
 
 

@@ -7,6 +7,7 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")       # no code path may touch the network
 transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.quick
 
 from gptcourse import count_parameters  # noqa: E402
 from gptcourse.gpt2_weights import config_from_hf, convert_gpt2_state_dict, gpt_from_hf  # noqa: E402

@@ -26,3 +26,25 @@ def test_every_code_cell_is_parsed_as_code(notebook):
     swallowed = [cell.source[:60] for cell in read_notebook(notebook).cells
                  if cell.cell_type == "markdown" and "{code-cell}" in cell.source]
     assert not swallowed, f"{notebook.name}: code cells parsed as markdown: {swallowed}"
+
+
+@pytest.mark.lessons
+def test_an_erroring_or_slow_lesson_fails_with_the_configured_timeout_and_is_not_cached(tmp_path):
+    """What stops the build (tools.build_book): a lesson whose cell raises, or runs past _config.yml's
+    per-cell timeout, is reported failed, and nothing is cached for it (Jupyter Book would not render
+    it: it has no cached run, and a run inside Sphinx raises, `nb_execution_raise_on_error`)."""
+    from tools import cache
+
+    (tmp_path / "_config.yml").write_text("execute:\n  execute_notebooks: cache\n  cache: _build/.jupyter_cache\n"
+                                          "  timeout: 3\n  allow_errors: false\n")
+    front = COURSE.lessons()[0].read_text().split("\n---\n", 1)[0] + "\n---\n"
+    book = tmp_path / "book"
+    book.mkdir()
+    (book / "raises.md").write_text(front + "\n# Raises\n\n```{code-cell} ipython3\nraise ValueError('boom')\n```\n")
+    (book / "slow.md").write_text(front + "\n# Slow\n\n```{code-cell} ipython3\nimport time\ntime.sleep(30)\n```\n")
+    lessons = [book / "raises.md", book / "slow.md"]
+    report = cache.execute_lessons(lessons, tmp_path / "out", cache_path=tmp_path / "cache", root=tmp_path)
+    assert "raised ValueError: boom" in report.failed[book / "raises.md"]
+    assert "timed out" in report.failed[book / "slow.md"]
+    jupyter_cache = cache.open_cache(tmp_path / "cache")
+    assert all(cache.cached_record(jupyter_cache, read_notebook(path)) is None for path in lessons)

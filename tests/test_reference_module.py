@@ -11,6 +11,8 @@ from gptcourse import (
     generate_greedy, gpt_parameter_formula, layernorm,
 )
 
+pytestmark = pytest.mark.quick
+
 TINY = GPTConfig(vocab=50, context=12, width=32, heads=4, layers=2)
 GPT2_SMALL = GPTConfig()
 

@@ -2,6 +2,10 @@
 
 import re
 
+import pytest
+
+pytestmark = pytest.mark.site
+
 # `site` (tests/conftest.py) is built once per run and shared with the browser tests.
 
 

@@ -14,7 +14,10 @@ from tests.sitecheck import (
     TEST_OUTPUT, assignment_pages, broken, built_pages, expected_pages, is_external, lesson_pages, links,
     readable_text, release_folders, secret_lines, site_files, soup,
 )
-from tools.notebooks import REPO
+from tools.course import COURSE
+
+# Tests of the built site; those that read only the sources are also in the quick tier.
+pytestmark = pytest.mark.site
 
 
 def test_site_has_exactly_the_pages_of_the_table_of_contents(site):
@@ -36,6 +39,7 @@ def test_no_file_of_the_site_contains_solution_code_or_hidden_tests(site):
     assert not leaks, "the site shows what only the masters in solutions/ hold:\n" + "\n".join(leaks[:20])
 
 
+@pytest.mark.quick
 def test_leak_check_finds_a_solution_line_hidden_in_highlighted_html_or_a_notebook(tmp_path):
     """The check above would see a leak: in a page, where highlighting splits a line into many spans,
     and in a notebook, where JSON escapes its quotes."""
@@ -50,7 +54,7 @@ def test_leak_check_finds_a_solution_line_hidden_in_highlighted_html_or_a_notebo
 
 def test_downloadable_notebooks_are_lessons_or_releases(site):
     """Every .ipynb on the site is an executed lesson or a byte-identical student release."""
-    releases = {path.read_bytes() for path in (REPO / "exercises").glob("*/*.ipynb")}
+    releases = {path.read_bytes() for path in (COURSE.root / "exercises").glob("*/*.ipynb")}
     lessons = {f"{page.removesuffix('.html')}.ipynb" for page in lesson_pages()}
     for path in site.rglob("*.ipynb"):
         relative = path.relative_to(site).as_posix()
@@ -154,10 +158,11 @@ NEUTRAL_NAMES = {"black", "white", "grey", "gray", "lightgrey", "lightgray", "da
 SAFE_COLORMAPS = {"viridis", "cividis", "magma", "inferno", "plasma", "greys", "gray", "grey", "binary"}
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("lesson", lesson_pages())
 def test_plot_colours_are_distinguishable_with_any_colour_vision(lesson):
     """Figures use the Okabe-Ito palette (or greys) and perceptually uniform colour maps."""
-    source = (REPO / lesson).with_suffix(".md")
+    source = (COURSE.root / lesson).with_suffix(".md")
     code = "\n".join(re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", source.read_text(), re.DOTALL))
     for colour in re.findall(r"#[0-9A-Fa-f]{6}\b", code):
         red, green, blue = colour[1:3], colour[3:5], colour[5:7]
@@ -178,7 +183,7 @@ def test_lesson_page_has_a_self_check_quiz_that_runs_in_the_browser(site, page):
 # --- What each lesson cites, hints, and figures that one page repeats from another or from configuration ---
 
 def lesson_sources():
-    return [(REPO / page).with_suffix(".md") for page in lesson_pages()]
+    return [(COURSE.root / page).with_suffix(".md") for page in lesson_pages()]
 
 
 def section(source: str, heading: str) -> str:
@@ -188,6 +193,7 @@ def section(source: str, heading: str) -> str:
     return source[start: end if end != -1 else len(source)]
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("lesson", lesson_sources(), ids=lambda path: path.stem)
 def test_every_stretch_exercise_has_a_hint_hidden_until_revealed(lesson):
     exercises = section(lesson.read_text(), "Stretch exercises")
@@ -196,6 +202,7 @@ def test_every_stretch_exercise_has_a_hint_hidden_until_revealed(lesson):
     assert numbered and len(hints) == len(numbered), f"{lesson.name}: {len(numbered)} exercises, {len(hints)} hints"
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("lesson", lesson_sources(), ids=lambda path: path.stem)
 def test_every_lesson_ends_with_further_reading_from_the_bibliography(lesson):
     """Cited with sphinxcontrib-bibtex's {footcite} and listed by {footbibliography}, never typed by hand."""
@@ -207,7 +214,7 @@ def test_every_lesson_ends_with_further_reading_from_the_bibliography(lesson):
     keys = {key for group in re.findall(r"\{footcite:[pt]\}`([^`]+)`", source) for key in group.split(",")}
     listed = {key for group in re.findall(r"\{footcite:[pt]\}`([^`]+)`", reading) for key in group.split(",")}
     assert len(listed) >= 3, f"{lesson.name}: only {sorted(listed)} under Further reading"
-    known = set(parse_file(REPO / "book" / "references.bib").entries)
+    known = set(parse_file(COURSE.root / "book" / "references.bib").entries)
     assert keys <= known, f"{lesson.name}: not in book/references.bib: {sorted(keys - known)}"
 
 
@@ -218,6 +225,7 @@ def test_lesson_page_shows_its_reference_list(site, page):
     assert all(entry.get_text(strip=True) for entry in entries)
 
 
+@pytest.mark.quick
 def test_stated_grading_timeout_is_the_configured_one(monkeypatch):
     """The per-cell timeout lives in autograder/nbgrader_config.py; every page that states it agrees."""
     from traitlets.config.loader import PyFileConfigLoader
@@ -226,31 +234,33 @@ def test_stated_grading_timeout_is_the_configured_one(monkeypatch):
 
     monkeypatch.delenv("COURSE_GRADING_CELL_TIMEOUT", raising=False)
     monkeypatch.setattr(sys, "path", list(sys.path))     # the configuration puts autograder/ on the path
-    configured = PyFileConfigLoader("nbgrader_config.py", path=str(REPO / "autograder")).load_config()
+    configured = PyFileConfigLoader("nbgrader_config.py", path=str(COURSE.root / "autograder")).load_config()
     timeout = int(configured.Execute.timeout)
     stated = {page.name: [int(n) for n in re.findall(r"per-cell (?:execution )?timeout of (\d+)\s*s\b",
                                                       " ".join(page.read_text().split()))]
-              for page in (REPO / "book").glob("*.md")}
+              for page in (COURSE.root / "book").glob("*.md")}
     assert stated["instructors.md"], "the instructors' page no longer states the per-cell timeout"
     wrong = {name: figures for name, figures in stated.items() if any(n != timeout for n in figures)}
     assert not wrong, f"configured {timeout} s; pages state {wrong}"
 
 
+@pytest.mark.quick
 def test_landing_page_figures_agree_with_the_lessons():
     """Lesson 8's run time is stated on the landing page and on the lesson; the leakage test is lesson 5's."""
-    index = " ".join((REPO / "book" / "index.md").read_text().split())
-    lesson8 = " ".join((REPO / "book" / "08-ablations.md").read_text().split())
+    index = " ".join((COURSE.root / "book" / "index.md").read_text().split())
+    lesson8 = " ".join((COURSE.root / "book" / "08-ablations.md").read_text().split())
     run_time = re.search(r"which takes (about [a-z ]+?) on a laptop CPU", lesson8).group(1)
     assert f"(lesson 8, which trains five models) in {run_time}." in index
     rows = {re.search(r"<(\d\d)-", row).group(1): row
-            for row in (REPO / "book" / "index.md").read_text().splitlines() if row.startswith("| {doc}")}
-    assert "## The leakage test" in (REPO / "book" / "05-gpt.md").read_text()
+            for row in (COURSE.root / "book" / "index.md").read_text().splitlines() if row.startswith("| {doc}")}
+    assert "## The leakage test" in (COURSE.root / "book" / "05-gpt.md").read_text()
     assert "no position reads the future" in rows["05"] and "no position reads the future" not in rows["04"]
 
 
-DIAGRAMS = REPO / "book" / "_static" / "diagrams"
+DIAGRAMS = COURSE.root / "book" / "_static" / "diagrams"
 
 
+@pytest.mark.quick
 def test_diagrams_are_hand_written_svg_with_real_text_and_a_description():
     """Reviewable as text: no embedded raster image, every word a <text> element, and a <title> and
     <desc> for anything that reads the file on its own. The required ones exist."""

@@ -300,7 +300,7 @@ def execute_lessons(lessons: list[Path], out_dir: Path, workers: int | None = No
     report.executed = [lesson for lesson in lessons if force or cached_record(cache, notebooks[lesson]) is None]
     report.from_cache = [lesson for lesson in lessons if lesson not in report.executed]
     keyed = time.perf_counter()
-    report.executions = execute_all(report.executed + list(extra), out_dir, workers, config.timeout)
+    report.executions = execute_all(report.executed + list(extra), out_dir, workers, config.timeout, root)
     for lesson, run in report.executions.items():
         if lesson in keys and (run.error is None or config.allow_errors):
             store(cache, keys[lesson], nbformat.read(run.output, as_version=4), run.seconds)

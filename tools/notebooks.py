@@ -102,7 +102,7 @@ def executed_name(source: Path, root: Path | None = None) -> Path:
 
 
 def execute_all(sources: list[Path], out_dir: Path, workers: int | None = None,
-                timeout: int | None = None) -> dict[Path, Execution]:
+                timeout: int | None = None, root: Path | None = None) -> dict[Path, Execution]:
     """Execute every notebook once, `workers` at a time (default: one per core), each kernel on its
     share of the cores (`kernel_threads`)."""
     if not sources:
@@ -111,7 +111,7 @@ def execute_all(sources: list[Path], out_dir: Path, workers: int | None = None,
     threads = kernel_threads(workers)           # as many threads as a full batch gets, however few run
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = {
-            source: pool.submit(execute, source, out_dir / executed_name(source), threads, None, timeout)
+            source: pool.submit(execute, source, out_dir / executed_name(source, root), threads, None, timeout)
             for source in sources
         }
         return {source: future.result() for source, future in futures.items()}

@@ -19,12 +19,12 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.sitecheck import TEST_OUTPUT, expected_pages, lesson_pages
-from tools.notebooks import REPO
+from tools.course import COURSE
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-AXE = REPO / "node_modules" / "axe-core" / "axe.min.js"
+AXE = COURSE.root / "node_modules" / "axe-core" / "axe.min.js"
 SCREENSHOTS = TEST_OUTPUT / "screenshots"
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}

@@ -4,6 +4,8 @@ import pytest
 
 from tests.sitecheck import expected_pages, lesson_pages, redirects
 
+pytestmark = pytest.mark.browser
+
 BLOCKING = ("serious", "critical")
 
 

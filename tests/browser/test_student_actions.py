@@ -8,7 +8,10 @@ import nbformat
 import pytest
 
 from tests.browser.conftest import new_context, open_page
-from tests.sitecheck import REPO, normalize, release_folders, secret_lines
+from tests.sitecheck import normalize, release_folders, secret_lines
+from tools.course import COURSE
+
+pytestmark = pytest.mark.browser
 
 LAYERNORM = "book/01-layernorm.html"
 
@@ -138,4 +141,4 @@ def test_assignment_page_downloads_the_release_without_solutions(context, base_u
     answers = [cell for cell in notebook.cells if cell.metadata.get("nbgrader", {}).get("solution")
                and cell.cell_type == "code"]
     assert answers and all("NotImplementedError" in cell.source for cell in answers)
-    assert str(REPO / "solutions") not in text
+    assert str(COURSE.root / "solutions") not in text

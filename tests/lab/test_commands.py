@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tools.notebooks import REPO
+
+pytestmark = pytest.mark.quick
 
 
 def recipe(target: str) -> str:

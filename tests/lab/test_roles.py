@@ -19,6 +19,8 @@ import pytest
 
 from tests.lab.conftest import ASSIGNMENT, SCREENSHOTS, VALIDATE_TIMEOUT, Server
 
+pytestmark = [pytest.mark.lab, pytest.mark.browser, pytest.mark.grading]
+
 NOTEBOOK = "layernorm.ipynb"
 CORRECT = textwrap.dedent("""\
     def layernorm(x, gamma, beta, eps=1e-5):
