@@ -80,10 +80,10 @@ class PostgresServer:
         return result
 
     def start(self) -> "PostgresServer":
-        # Its own folder straight under the system's temporary folder: pytest's are private to the user
-        # running the tests, which `nobody` could not enter. The socket's path stays short (the limit is
-        # about 100 characters).
-        self.folder = Path(tempfile.mkdtemp(prefix="pg-"))
+        # Its own folder straight under a temporary folder, so the socket's path stays short (the limit is
+        # about 100 characters). As root, under /tmp itself: pytest's folders, and TMPDIR where a CI sets
+        # it to a private one, are closed to other users, and `nobody` could not enter them.
+        self.folder = Path(tempfile.mkdtemp(prefix="pg-", dir="/tmp" if os.geteuid() == 0 else None))
         if os.geteuid() == 0:
             user = pwd.getpwnam(UNPRIVILEGED)
             os.chown(self.folder, user.pw_uid, user.pw_gid)
