@@ -48,3 +48,36 @@ def test_an_erroring_or_slow_lesson_fails_with_the_configured_timeout_and_is_not
     assert "timed out" in report.failed[book / "slow.md"]
     jupyter_cache = cache.open_cache(tmp_path / "cache")
     assert all(cache.cached_record(jupyter_cache, read_notebook(path)) is None for path in lessons)
+
+
+SELECTION = """
+import sys
+import pytest
+
+class Needed:
+    def pytest_sessionfinish(self, session):
+        needed = session.config.stash.get(sys.modules["tests.conftest"].NEEDED, [])
+        print("NEEDED", " ".join(path.name for path in needed))
+
+for selection in sys.argv[1:]:
+    pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *selection.split()], plugins=[Needed()])
+"""
+
+
+def test_a_run_executes_exactly_the_notebooks_its_selected_tests_need():
+    """One lesson's tests execute that lesson alone; the site needs every lesson; the quick tier none.
+    (Five collections in a subprocess, about 20 s on a busy machine: not in the quick tier.)"""
+    import subprocess
+    import sys
+
+    selections = {
+        "tests/test_lesson_01_layernorm.py": ["01-layernorm.md"],
+        "tests/test_lesson_09_matching_gpt2.py tests/test_lesson_02_mlp.py": ["02-mlp.md", "09-matching-gpt2.md"],
+        "tests/test_site.py": [path.name for path in COURSE.lessons()],
+        "tests/test_notebooks.py -k solutions": [path.name for path in COURSE.master_notebooks()],
+        "-m quick tests/test_notebooks.py tests/test_lesson_05_gpt.py": [],
+    }
+    result = subprocess.run([sys.executable, "-c", SELECTION, *selections], cwd=COURSE.root,
+                            capture_output=True, text=True, timeout=300)
+    found = [line.split()[1:] for line in result.stdout.splitlines() if line.startswith("NEEDED")]
+    assert found == list(selections.values()), result.stdout[-3000:] + result.stderr[-3000:]
