@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tools import grading
+from tools import grading, stock_nbgrader
 from tools.course import COURSE
 
 
@@ -50,3 +50,31 @@ class GradedClass:
 def graded(course, tmp_path_factory):
     """The class of known submissions, graded assignment by assignment as the tests ask."""
     return GradedClass(grading.copy_course(course, tmp_path_factory.mktemp("graded") / "course"))
+
+
+# --- stock nbgrader, the reference the engine is compared with ---------------------------------------------
+
+STOCK_ASSIGNMENT = "01-layernorm"          # the cheapest to grade
+
+
+def comparison_submissions() -> list[grading.Submission]:
+    """A few known submissions of the cheapest assignment: the master, the release, a bug, an alternative."""
+    variants = grading.load_catalog(STOCK_ASSIGNMENT)
+    chosen = {f"{STOCK_ASSIGNMENT}--solution", f"{STOCK_ASSIGNMENT}--release",
+              next(variant for variant in variants if not variant.correct).student,
+              next(variant for variant in variants if variant.correct).student}
+    return [submission for submission in grading.known_submissions(STOCK_ASSIGNMENT) if submission.student in chosen]
+
+
+@pytest.fixture(scope="session")
+def stock(course, tmp_path_factory) -> dict[str, Path]:
+    """comparison_submissions() graded by stock `nbgrader autograde`, in two copies of the course at once:
+    student -> the course that graded them."""
+    root = grading.copy_course(course, tmp_path_factory.mktemp("stock") / "course")
+    return stock_nbgrader.autograde_in_shards(root, comparison_submissions(), workers=2)
+
+
+def shown_errors(notebook: nbformat.NotebookNode) -> dict[str, str]:
+    """What each graded cell tells the student: its grade id -> the error it shows ('' when none)."""
+    return {cell.metadata.nbgrader["grade_id"]: grading.cell_error(notebook, cell.metadata.nbgrader["grade_id"])
+            for cell in notebook.cells if cell.metadata.get("nbgrader", {}).get("grade")}

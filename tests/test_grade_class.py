@@ -1,10 +1,10 @@
-"""The grading engine (tools/grade_class.py) against stock nbgrader, and merging shard gradebooks.
+"""The grading engine (tools/grade_class.py) against stock nbgrader, and resuming an interrupted run.
 
-The session's `graded` class was graded by the engine. A few of its students of the cheapest assignment
-are graded again here by stock `nbgrader autograde` (tools/stock_nbgrader.py), in two shard courses, and
-must get the same grades and show the same messages; those shard courses are then merged into one
-gradebook (tools/merge_gradebooks.py). And the engine grades them once more in a course of their own,
-where the run is interrupted by hand (one student's output removed, one left half-written) and resumed.
+The session's `graded` class was graded by the engine on a local Dask cluster. A few of its students of
+the cheapest assignment are graded again here by stock `nbgrader autograde` (tools/stock_nbgrader.py) and
+must get the same grades and show the same messages. The engine grades them once more in a course of
+their own, where the run is interrupted by hand (one student's output removed, one left half-written) and
+resumed. Grading on a cluster of separate worker processes: tests/test_cluster.py.
 """
 
 from __future__ import annotations
@@ -17,32 +17,25 @@ import sys
 import nbformat
 import pytest
 
-from tools import grade_class, grading, merge_gradebooks, stock_nbgrader
+from tools import grade_class, grading
 from tools.course import COURSE, Course, tool_env
 
-ASSIGNMENT = "01-layernorm"          # the cheapest to grade: keeps this file to seconds
+from tests.grading_fixtures import STOCK_ASSIGNMENT as ASSIGNMENT, comparison_submissions, shown_errors
+
+pytestmark = pytest.mark.grading
 
 
 def students() -> list[str]:
-    variants = grading.load_catalog(ASSIGNMENT)
-    buggy = next(variant for variant in variants if not variant.correct)
-    correct = next(variant for variant in variants if variant.correct)
-    return [f"{ASSIGNMENT}--solution", f"{ASSIGNMENT}--release", buggy.student, correct.student]
+    return [submission.student for submission in comparison_submissions()]
+
+
+def submissions() -> list[grading.Submission]:
+    return comparison_submissions()
 
 
 def fresh_copy(course, tmp_path_factory, name: str):
     """The generated course (masters, release, gradebook with the assignments) without submissions."""
     return grading.copy_course(course, tmp_path_factory.mktemp(name) / "course")
-
-
-def submissions() -> list[grading.Submission]:
-    return [submission for submission in grading.known_submissions(ASSIGNMENT) if submission.student in students()]
-
-
-@pytest.fixture(scope="module")
-def stock(course, tmp_path_factory):
-    """The students graded by stock `nbgrader autograde`, in two shard courses: student -> its course."""
-    return stock_nbgrader.autograde_in_shards(fresh_copy(course, tmp_path_factory, "stock"), submissions(), workers=2)
 
 
 @pytest.fixture(scope="module")
@@ -52,12 +45,6 @@ def ours(course, tmp_path_factory):
         grading.submit(root, submission.student, ASSIGNMENT, submission.notebook)
     summary = grade_class.grade_class(root, [ASSIGNMENT], workers=2, progress=False)
     return root, summary
-
-
-def shown_errors(notebook: nbformat.NotebookNode) -> dict[str, str]:
-    """What each graded cell tells the student: its grade id -> the error it shows ('' when none)."""
-    return {cell.metadata.nbgrader["grade_id"]: grading.cell_error(notebook, cell.metadata.nbgrader["grade_id"])
-            for cell in notebook.cells if cell.metadata.get("nbgrader", {}).get("grade")}
 
 
 def test_the_engine_gives_the_same_grades_and_messages_as_stock_nbgrader(stock, ours, graded):
@@ -112,27 +99,3 @@ def test_the_command_regrades_only_when_forced_and_shows_progress(ours, graded):
     assert "autograding: 100%" in forced.stderr and "1/1" in forced.stderr      # tqdm's progress bar
     assert json.loads((root / "summary.json").read_text())["graded"] == 1
     assert grading.cell_scores(root, ASSIGNMENT, solution) == graded.scores(ASSIGNMENT, solution)
-
-
-def test_a_student_lands_in_exactly_one_shard():
-    names = [f"student-{index}" for index in range(200)]
-    shards = [{name for name in names if grade_class.in_shard(name, (index, 3))} for index in range(3)]
-    assert sorted(name for shard in shards for name in shard) == sorted(names)
-    assert all(shards), "a shard was left empty: the split does not spread students"
-
-
-def test_shard_gradebooks_merge_into_one_that_nbgrader_reads(course, stock, tmp_path_factory):
-    """The stock students were graded in shard courses, one gradebook each: merged, they hold every grade."""
-    target = fresh_copy(course, tmp_path_factory, "merged")
-    shards = sorted(set(stock.values()))
-    summary = merge_gradebooks.merge(target, shards, COURSE.assignments())
-    assert summary == {"merged": len(stock), "unfinished_in_shards": []}
-    for student, shard in stock.items():
-        assert grading.cell_scores(target, ASSIGNMENT, student) == grading.cell_scores(shard, ASSIGNMENT, student), student
-        assert grading.autograded_notebook(target, ASSIGNMENT, student) == grading.autograded_notebook(shard, ASSIGNMENT, student)
-
-    # Merging again changes nothing; and nbgrader's own export sees every student.
-    assert merge_gradebooks.merge(target, shards, COURSE.assignments())["merged"] == len(stock)
-    grading.nbgrader(target, "export", "--to", str(target / "grades.csv"))
-    exported = (target / "grades.csv").read_text()
-    assert all(student in exported for student in stock)

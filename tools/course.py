@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 
@@ -154,6 +155,21 @@ def tool_env(extra: dict[str, str] | None = None, threads: int | None = None,
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
     return env
+
+
+@contextmanager
+def venv_on_path():
+    """This virtual environment's bin first on PATH while the block runs: nbgrader's Gradebook runs
+    `alembic` from PATH when it creates a database, in whatever process opens it."""
+    saved = os.environ.get("PATH")
+    os.environ["PATH"] = tool_env()["PATH"]
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = saved
 
 
 COURSE = Course()

@@ -1,49 +1,50 @@
-"""The course's grading engine: autograde a whole class with nbgrader, across several worker processes.
+"""The course's grading engine: autograde a whole class with nbgrader, on a Dask cluster of any size.
 
     python -m tools.grade_class 01-layernorm                 # every submission of one assignment
     python -m tools.grade_class 01-layernorm 02-mlp --workers 4
     python -m tools.grade_class all --force                  # every assignment, regrading everyone
-    python -m tools.grade_class all --shard 0/3              # machine 0 of 3: a third of the class
+    python -m tools.grade_class all --scheduler tcp://grader:8786    # on a running Dask cluster
 
 An nbgrader-style application (`GradeClassApp`, traitlets configuration): its options can also be set in
 `autograder/nbgrader_config.py`, e.g. `c.GradeClassApp.workers = 4`; `--help-all` lists them. The
 instructors' command, the test suite, the mutation report and the benchmarks all grade through it.
 
 Runs from any folder; grades the course this file belongs to (`--course ROOT` for another copy):
-submissions in `autograder/submitted/<student>/<assignment>/`, results into the course's gradebook,
-`autograder/autograded/` and (with `generate_feedback` afterwards) `autograder/feedback/`, exactly
-where `nbgrader autograde` puts them.
+submissions in `autograder/submitted/<student>/<assignment>/`, results into the course's gradebook (any
+`db_url` nbgrader accepts: the SQLite file, or a shared PostgreSQL server), `autograder/autograded/` and
+(with `generate_feedback` afterwards) `autograder/feedback/`, exactly where `nbgrader autograde` puts them.
 
-Each worker is a process that loads `autograder/nbgrader_config.py` once, as `nbgrader autograde`
-does, and then runs nbgrader's own `Autograde` converter for one (assignment, student) at a time:
-the same sanitizing, sandboxed execution, grading and gradebook writes as the command line, without
-paying the command's start-up for every student. All workers share the one gradebook; SQLite's lock
-timeout covers their short writes (tests/test_grade_class.py and the benchmark `bench/grading.py`
-check the grades against sequential `nbgrader autograde`). Each grading kernel gets `cores / workers`
-threads. The parent watches its workers: one that dies, or takes longer than the notebooks' time limit
-allows, is replaced, and the submission it held is reported as failed with the reason; the class goes on.
+Each submission is one Dask task. Without `--scheduler` the command starts a local cluster sized to the
+machine (one single-threaded worker process per core; each grading kernel gets `cores / workers` threads).
+The client packs what workers need once (tools/grading_kit.py: the grading configuration, the masters and
+releases, the assignments' definitions), sends each task the student's files, and a worker grades them
+with nbgrader's own Autograde converter, exactly as `nbgrader autograde` does, in the bubblewrap sandbox
+(tools/grading_worker.py). Workers share no file system with the client and write nothing of the course:
+this process is the only writer of the gradebook and of `autograded/`, so nothing needs merging and a
+SQLite gradebook never sees two writers.
 
-Nothing is lost if a run is interrupted: a submission counts as graded once its autograded notebook
-holds executed cells (nbgrader writes the sanitized, unexecuted copy first and the executed one only
-after the grades are saved) and the gradebook records it, so a rerun skips every student finished
-before the interruption and grades the rest. A newer submission (the timestamp.txt in `submitted/`,
-later than the time the gradebook recorded) is regraded, as nbgrader does; `--force`
-regrades everyone. Worker logs go to `autograder/gradebook/grade_class.log`.
+Faults: a worker that dies mid-task (killed, out of memory, machine gone) loses nothing; the scheduler runs
+its task again on another worker (up to Dask's `distributed.scheduler.allowed-failures`, 3 by default,
+after which the submission is reported failed), and a result is written once however often its task ran.
+A submission that runs past its time limit has its kernel stopped and is reported failed with the reason.
 
-With `--shard I/K` each of K machines grades its own part of the class in its own copy of the
-course; `python -m tools.merge_gradebooks` then merges their gradebooks into one.
+Nothing is lost if a run is interrupted: a submission counts as graded once the gradebook records it and
+its autograded notebook holds executed cells, so a rerun skips every student finished before the
+interruption and grades the rest. A newer submission (the timestamp.txt in `submitted/`, later than the
+time the gradebook recorded) is regraded, as nbgrader does; `--force` regrades everyone. The workers'
+logs (of a local cluster) go to `grade_class.log` beside the gradebook.
 """
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import json
-import multiprocessing
+import logging
 import os
-import signal
 import sys
+import tempfile
 import time
+import warnings
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -52,7 +53,7 @@ from nbgrader.apps.baseapp import NbGrader, nbgrader_flags
 from traitlets import Bool, Int, List, Unicode
 from traitlets.config import Application
 
-from tools.course import REPO, Course, kernel_threads, tool_env
+from tools.course import REPO, Course, kernel_threads, venv_on_path
 
 LOG_NAME = "grade_class.log"          # beside the gradebook
 
@@ -75,7 +76,7 @@ class Result:
     student: str
     success: bool
     seconds: float
-    worker: int
+    worker: str                   # the Dask worker's address
     error: str = ""
 
 
@@ -141,23 +142,14 @@ def is_graded(course: Course, assignment: str, student: str, recorded: dict | No
     return True
 
 
-def in_shard(student: str, shard: tuple[int, int] | None) -> bool:
-    """Shard I of K holds the students whose id hashes to I modulo K: every machine agrees on the split
-    without a shared roster, and a student added later lands in the same shard on every machine."""
-    if shard is None:
-        return True
-    index, count = shard
-    return int(hashlib.sha256(student.encode()).hexdigest(), 16) % count == index
-
-
-def plan(course: Course, assignments: list[str], force: bool, students: list[str] | None = None,
-         shard: tuple[int, int] | None = None) -> tuple[list[Unit], int]:
+def plan(course: Course, assignments: list[str], force: bool,
+         students: list[str] | None = None) -> tuple[list[Unit], int]:
     """The (assignment, student) pairs to grade, and how many were skipped as already graded."""
     units, skipped = [], 0
     for assignment in assignments:
         recorded = {} if force else graded_timestamps(course, assignment)
         for student in submitted_students(course, assignment):
-            if (students and student not in students) or not in_shard(student, shard):
+            if students and student not in students:
                 continue
             if not force and is_graded(course, assignment, student, recorded):
                 skipped += 1
@@ -166,161 +158,6 @@ def plan(course: Course, assignments: list[str], force: bool, students: list[str
     return units, skipped
 
 
-# --- the workers -----------------------------------------------------------------------------------
-
-_app = None
-_worker = 0
-
-
-def start_worker(course: str, threads: int, log: str, env: dict[str, str], number: int) -> None:
-    """Runs once in each worker: quiet Ctrl-C (the parent decides), logs to a file, load the config."""
-    global _app, _worker
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _worker = number
-    handle = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    os.dup2(handle, 1)                # kernels' and nbgrader's output would break the progress bar
-    os.dup2(handle, 2)
-    sys.stdout = open(1, "w", buffering=1, closefd=False)
-    sys.stderr = open(2, "w", buffering=1, closefd=False)
-    # This process exists only to grade: its environment is the kernels' (threads) and nbgrader's (alembic).
-    os.environ.update(tool_env(env, threads=threads))
-    os.chdir(Course(course).autograder)                       # where nbgrader reads its config
-
-    from nbgrader.apps.autogradeapp import AutogradeApp
-
-    _app = AutogradeApp()
-    _app.initialize([])               # nbgrader_config.py, loaded exactly as `nbgrader autograde` does
-    # Once the last cell has run, every output is in the notebook: stop the kernel at once instead of
-    # waiting seconds for a torch process to tear itself down (nbclient's default, "graceful").
-    _app.config.Execute.shutdown_kernel = "immediate"
-    _app.log.info("grade_class worker %d started (pid %d)", _worker, os.getpid())
-
-
-def grade(unit: Unit, force: bool = True) -> Result:
-    """`nbgrader autograde ASSIGNMENT --student STUDENT --force`, in this worker's process."""
-    import traceback
-
-    from nbgrader.converters import Autograde
-    from nbgrader.utils import temp_attrs
-
-    started = time.perf_counter()
-    error = ""
-    stamp = Path(_app.coursedir.format_path(_app.coursedir.submitted_directory, unit.student, unit.assignment)) / "timestamp.txt"
-    if stamp.exists() and read_timestamp(stamp.parent) is None:
-        # nbgrader would fail with an AttributeError of its own; say what is wrong and how to fix it.
-        error = (f"{stamp} does not hold a time ({stamp.read_text(errors='replace')[:40]!r}); "
-                 "correct it or remove it, then grade again")
-        return Result(unit.assignment, unit.student, False, round(time.perf_counter() - started, 3), _worker, error)
-    try:
-        with temp_attrs(_app.coursedir, assignment_id=unit.assignment, student_id=unit.student):
-            converter = Autograde(coursedir=_app.coursedir, parent=_app)
-            converter.force = force
-            converter.start()
-    except BaseException as exc:      # nbgrader has already removed the failed output and logged why
-        error = f"{type(exc).__name__}: {exc}"
-        _app.log.error("grade_class: %s/%s failed:\n%s", unit.assignment, unit.student, traceback.format_exc())
-    return Result(unit.assignment, unit.student, not error, round(time.perf_counter() - started, 3), _worker, error)
-
-
-def worker_main(connection, course: str, threads: int, log: str, env: dict[str, str], number: int) -> None:
-    """A worker process: load the configuration once, then grade what the parent sends until None."""
-    start_worker(course, threads, log, env, number)
-    while (unit := connection.recv()) is not None:
-        # Every unit here needs grading: force removes a half-written output of an interrupted run.
-        connection.send(grade(unit, force=True))
-
-
-@dataclass
-class Slot:
-    """One worker process and the unit it is grading (None while idle)."""
-    process: multiprocessing.process.BaseProcess
-    connection: object
-    unit: Unit | None = None
-    started: float = 0.0
-
-
-class Supervisor:
-    """Grading workers watched from the parent: a worker that dies or overruns its time is replaced, and
-    the submission it was grading is reported failed with the reason; the other workers go on. (A
-    multiprocessing.Pool waits forever for the result of a worker that died.)"""
-
-    def __init__(self, course: Path, workers: int, threads: int, log: Path, unit_timeout: float,
-                 env: dict[str, str] | None = None):
-        self.context = multiprocessing.get_context("spawn")
-        self.args = (str(course), threads, str(log), dict(env or {}))
-        self.unit_timeout = unit_timeout
-        self.started = 0
-        self.slots = [self.spawn() for _ in range(workers)]
-
-    def spawn(self) -> Slot:
-        self.started += 1
-        parent, child = self.context.Pipe()
-        process = self.context.Process(target=worker_main, args=(child, *self.args, self.started), daemon=True)
-        process.start()
-        child.close()
-        return Slot(process, parent)
-
-    def replace(self, slot: Slot) -> None:
-        if slot.process.is_alive():
-            slot.process.kill()
-        slot.process.join(5)
-        slot.connection.close()
-        self.slots[self.slots.index(slot)] = self.spawn()
-
-    def run(self, units: list[Unit]):
-        """Yield a Result for every unit, in the order they finish."""
-        from multiprocessing.connection import wait
-
-        queue = list(reversed(units))
-        while queue or any(slot.unit for slot in self.slots):
-            for index, slot in enumerate(self.slots):
-                if slot.unit is None and queue:
-                    if not slot.process.is_alive():       # died while idle: nothing was lost
-                        self.replace(slot)
-                        slot = self.slots[index]
-                    slot.unit, slot.started = queue.pop(), time.monotonic()
-                    try:
-                        slot.connection.send(slot.unit)
-                    except OSError:
-                        pass                              # the sentinel below reports the death
-            busy = [slot for slot in self.slots if slot.unit]
-            ready = wait([s.connection for s in busy] + [s.process.sentinel for s in busy], timeout=1.0)
-            for slot in busy:
-                unit, elapsed = slot.unit, time.monotonic() - slot.started
-                if slot.connection in ready:
-                    try:
-                        result = slot.connection.recv()
-                    except (EOFError, OSError):
-                        result = None
-                    if result is not None:
-                        slot.unit = None
-                        yield result
-                        continue
-                if slot.process.sentinel in ready or not slot.process.is_alive():
-                    reason = f"the grading worker died (exit code {slot.process.exitcode}) while grading it"
-                elif elapsed > self.unit_timeout:
-                    reason = f"grading took longer than {self.unit_timeout:.0f} s; the worker was stopped"
-                else:
-                    continue
-                slot.unit = None
-                self.replace(slot)
-                yield Result(unit.assignment, unit.student, False, round(elapsed, 3), 0, reason)
-
-    def close(self) -> None:
-        for slot in self.slots:
-            try:
-                slot.connection.send(None)
-            except (OSError, ValueError):
-                pass
-        for slot in self.slots:
-            slot.process.join(10)
-            if slot.process.is_alive():
-                slot.process.kill()
-
-    def terminate(self) -> None:
-        for slot in self.slots:
-            slot.process.kill()
-            slot.process.join(5)
 
 
 def unit_timeout(course: Course) -> float:
@@ -333,14 +170,44 @@ def unit_timeout(course: Course) -> float:
     return max(1, notebooks) * value("COURSE_GRADING_NOTEBOOK_TIMEOUT") + 120
 
 
+# --- the cluster ------------------------------------------------------------------------------------
+
+@contextmanager
+def cluster_client(scheduler: str | None, workers: int | None, threads: int, log: Path):
+    """A Dask client: of the cluster at `scheduler`, or of a local cluster of `workers` processes."""
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        from tools.grading_kit import code_archive
+
+        with Client(scheduler) as client, tempfile.TemporaryDirectory() as scratch:
+            # The machines of a cluster need only the pinned environment: the grading code goes with the run.
+            client.upload_file(str(code_archive(Path(scratch))))
+            yield client
+        return
+    from tools.grading_worker import WORKER_LOG
+
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                           worker_dashboard_address=None,
+                           silence_logs=logging.ERROR,
+                           env={WORKER_LOG: str(log), "OMP_NUM_THREADS": str(threads)})
+    try:
+        with Client(cluster) as client:
+            yield client
+    finally:
+        cluster.close()
+
+
+def worker_count(client) -> int:
+    return len(client.scheduler_info()["workers"])
+
+
 # --- grading --------------------------------------------------------------------------------------
 
 def prepare_gradebook(course: Course, students: list[str]) -> None:
-    """Create, before the workers start, the rows that nbgrader creates on first use: every student,
-    and the course nbgrader's preprocessors open the gradebook as ("default_course"). nbgrader checks
-    for a row and then inserts it, so two workers grading the same new student (two assignments of a
-    full submission) would both insert it, and one would fail. `nbgrader autograde` creates the very
-    same rows (an id and nothing else), so the gradebook ends up the same."""
+    """Create the course's gradebook if needed, and the rows nbgrader creates on first use (every student,
+    and the course nbgrader's preprocessors open the gradebook as, "default_course"), so the gradebook
+    ends up as `nbgrader autograde` leaves it."""
     from nbgrader.api import Gradebook
 
     course.prepare()
@@ -351,44 +218,125 @@ def prepare_gradebook(course: Course, students: list[str]) -> None:
             gradebook.update_or_create_student(student)
 
 
+def record(course: Course, outcome) -> None:
+    """Write a worker's outcome into the course: the gradebook first, then the autograded folder (which is
+    what marks the submission graded, so an interruption between the two leaves it to be graded again)."""
+    from nbgrader.api import Gradebook
+    from nbgrader.utils import rmtree
+
+    from tools.grading_kit import write_folder, write_rows
+
+    if outcome.rows is not None:
+        # nbgrader's add_submission trips SQLAlchemy's "not in session" autoflush warning while it builds a
+        # submission's rows (stock autograde too); the rows are written all the same.
+        with warnings.catch_warnings(), Gradebook(course.db_url, course.course_id) as gradebook:
+            warnings.filterwarnings("ignore", message=r".*not in session, add operation along")
+            write_rows(gradebook, outcome.assignment, outcome.student, outcome.rows)
+    graded = course.path("autograded", outcome.student, outcome.assignment)
+    if graded.exists():
+        rmtree(str(graded))
+    if outcome.success:
+        write_folder(graded, outcome.autograded)
+
+
+def unreadable_timestamp(course: Course, unit: Unit) -> Result | None:
+    """A failed result for a submission whose timestamp.txt holds no time (nbgrader itself would fail with
+    an AttributeError of its own): say what is wrong and how to fix it."""
+    stamp = course.path("submitted", unit.student, unit.assignment) / "timestamp.txt"
+    if stamp.is_file() and not stamp.is_symlink() and read_timestamp(stamp.parent) is None:
+        return Result(unit.assignment, unit.student, False, 0.0, "",
+                      f"{stamp} does not hold a time ({stamp.read_text(errors='replace')[:40]!r}); "
+                      "correct it or remove it, then grade again")
+    return None
+
+
+def submitted_files(course: Course, unit: Unit) -> dict[str, tuple[bytes, int]]:
+    from tools.grading_kit import read_folder
+
+    return read_folder(course.path("submitted", unit.student, unit.assignment))
+
+
 def grade_class(root: Path, assignments: list[str], workers: int | None = None, force: bool = False,
-                students: list[str] | None = None, progress: bool = True,
-                shard: tuple[int, int] | None = None, env: dict[str, str] | None = None) -> dict:
+                students: list[str] | None = None, progress: bool = True, env: dict[str, str] | None = None,
+                scheduler: str | None = None) -> dict:
     """Grade every submission of `assignments` in the course at `root` that is not graded yet (`force`:
-    every one; `students`: only these); returns a summary. `env`: environment variables the grading
-    workers and their kernels get on top of this process's (a course's limits, say)."""
+    every one; `students`: only these) and return a summary. `scheduler`: a Dask scheduler's address
+    (default: a local cluster of `workers` processes, one per core). `env`: environment variables the
+    grading gets on top of the workers' own (a course's limits, say)."""
+    with venv_on_path():
+        return _grade_class(Course(root), assignments, workers, force, students, progress, env, scheduler)
+
+
+def _grade_class(course: Course, assignments, workers, force, students, progress, env, scheduler) -> dict:
+    from distributed import as_completed
     from tqdm import tqdm
 
-    course = Course(root)
+    from tools.grading_kit import build_kit, kit_contents
+    from tools.grading_worker import grade_submission
+
     started = time.perf_counter()
-    units, skipped = plan(course, assignments, force, students, shard)
+    units, skipped = plan(course, assignments, force, students)
     workers = max(1, min(workers or os.cpu_count() or 1, len(units) or 1))
     threads = kernel_threads(workers)
     results: list[Result] = []
     log = log_path(course)
     course.prepare()
+    refused = {(unit.assignment, unit.student): result for unit in units
+               if (result := unreadable_timestamp(course, unit))}
+    results += refused.values()
+    units = [unit for unit in units if (unit.assignment, unit.student) not in refused]
     if units:
         prepare_gradebook(course, sorted({unit.student for unit in units}))
-        supervisor = Supervisor(course.root, workers, threads, log, unit_timeout(course), env)
-        bar = tqdm(total=len(units), unit="notebook", desc="autograding", disable=not progress,
-                   dynamic_ncols=True, file=sys.stderr)
-        try:
-            for result in supervisor.run(units):
-                results.append(result)
-                bar.update()
-                failed = sum(not r.success for r in results)
-                if failed:
-                    bar.set_postfix(failed=failed)
-        except KeyboardInterrupt:
+        kit = build_kit(course, sorted({unit.assignment for unit in units}))
+        timeout = unit_timeout(course)
+        with cluster_client(scheduler, workers, threads, log) as client:
+            if scheduler:
+                workers, threads = worker_count(client), None        # each worker's machine decides
+            # The kit as a task, not scattered data: if every worker holding it dies, the scheduler makes it
+            # again from the graph (scattered data would be lost, and every task needing it cancelled).
+            kit_data = client.submit(kit_contents, kit.data, key=f"course-kit-{kit.digest}")
+
+            unit_of: dict[str, Unit] = {}
+
+            def submit(unit: Unit):
+                future = client.submit(grade_submission, kit_data, kit.digest, unit.assignment, unit.student,
+                                       submitted_files(course, unit), env, threads, timeout, pure=False)
+                unit_of[future.key] = unit
+                return future
+
+            queue = list(reversed(units))
+            # A few tasks per worker in flight: files are read and sent as the class progresses.
+            pending = as_completed([submit(queue.pop()) for _ in range(min(len(queue), 3 * max(1, workers)))])
+            bar = tqdm(total=len(units), unit="notebook", desc="autograding", disable=not progress,
+                       dynamic_ncols=True, file=sys.stderr)
+            try:
+                for future in pending:
+                    unit = unit_of.pop(future.key)
+                    try:
+                        outcome = future.result()
+                    except Exception as exc:            # the task failed on every worker it ran on
+                        result = Result(unit.assignment, unit.student, False, 0.0, "", describe_failure(exc))
+                    else:
+                        record(course, outcome)
+                        result = Result(unit.assignment, unit.student, outcome.success, outcome.seconds,
+                                        outcome.worker, outcome.error)
+                    future.release()
+                    results.append(result)
+                    if queue:
+                        pending.add(submit(queue.pop()))
+                    bar.update()
+                    failed = sum(not r.success for r in results)
+                    if failed:
+                        bar.set_postfix(failed=failed)
+            except KeyboardInterrupt:
+                bar.close()
+                print(f"\nInterrupted: {len(results)} graded in this run are kept; rerun to grade the "
+                      f"{len(units) - len(results)} left.", file=sys.stderr)
+                raise SystemExit(130)
             bar.close()
-            supervisor.terminate()    # kernels die with their worker (bwrap --die-with-parent)
-            print(f"\nInterrupted: {len(results)} graded in this run are kept; rerun to grade the "
-                  f"{len(units) - len(results)} left.", file=sys.stderr)
-            raise SystemExit(130)
-        bar.close()
-        supervisor.close()
     return {
-        "course": str(course.root), "assignments": assignments, "workers": workers, "threads_per_kernel": threads,
+        "course": str(course.root), "assignments": assignments, "scheduler": scheduler or "local",
+        "workers": workers, "threads_per_kernel": threads,
         "graded": len(results), "skipped": skipped,
         "failed": [asdict(r) for r in results if not r.success],
         "seconds": round(time.perf_counter() - started, 3),
@@ -396,17 +344,15 @@ def grade_class(root: Path, assignments: list[str], workers: int | None = None, 
     }
 
 
+def describe_failure(exc: BaseException) -> str:
+    from distributed import KilledWorker
+
+    if isinstance(exc, KilledWorker):
+        return "the grading worker died each time it graded this submission (Dask's KilledWorker)"
+    return f"{type(exc).__name__}: {exc}"
+
+
 # --- the command ---------------------------------------------------------------------------------
-
-def parse_shard(text: str) -> tuple[int, int]:
-    try:
-        index, count = (int(part) for part in text.split("/"))
-    except ValueError:
-        raise argparse.ArgumentTypeError("a shard is I/K, for example 0/4") from None
-    if not 0 <= index < count:
-        raise argparse.ArgumentTypeError("a shard I/K needs 0 <= I < K")
-    return index, count
-
 
 USAGE = __doc__
 
@@ -424,7 +370,7 @@ class GradeClassApp(NbGrader):
         "student": "GradeClassApp.students",
         "course": "GradeClassApp.course_root",
         "json": "GradeClassApp.summary_file",
-        "shard": "GradeClassApp.shard",
+        "scheduler": "GradeClassApp.scheduler",
     }
     flags = {
         **nbgrader_flags,
@@ -432,12 +378,12 @@ class GradeClassApp(NbGrader):
         "no-progress": ({"GradeClassApp": {"progress": False}}, "no progress bar"),
     }
 
-    workers = Int(0, help="worker processes (0: one per core)").tag(config=True)
+    workers = Int(0, help="worker processes of the local cluster (0: one per core)").tag(config=True)
     force = Bool(False, help="regrade students that are already graded").tag(config=True)
     students = List(Unicode(), help="grade only these students (repeat --student)").tag(config=True)
     course_root = Unicode(str(REPO), help="the course's root folder (default: this repository)").tag(config=True)
     summary_file = Unicode("", help="also write the summary (timings per submission) to this JSON file").tag(config=True)
-    shard = Unicode("", help="grade only shard I of K (students split by a hash of their id), e.g. 0/3").tag(config=True)
+    scheduler = Unicode("", help="a Dask scheduler's address, e.g. tcp://grader:8786 (default: a local cluster)").tag(config=True)
     progress = Bool(True, help="show a progress bar").tag(config=True)
 
     def initialize(self, argv: list[str] | None = None) -> None:
@@ -459,12 +405,8 @@ class GradeClassApp(NbGrader):
         unknown = sorted(set(assignments) - set(known))
         if unknown:
             self.fail(f"no such assignment in {self.course.folder('source')}: {', '.join(unknown)}")
-        try:
-            shard = parse_shard(self.shard) if self.shard else None
-        except argparse.ArgumentTypeError as error:
-            self.fail(str(error))
         summary = grade_class(self.course.root, assignments, self.workers or None, self.force, self.students or None,
-                              self.progress, shard)
+                              self.progress, scheduler=self.scheduler or None)
         if self.summary_file:
             path = Path(self.summary_file)
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,195 @@
+"""What a grading worker needs from the course, packed on the client, and how its results come back.
+
+A worker shares no file system with the instructor's machine. The client packs a *kit* once per run: the
+course's grading configuration (`autograder/`, without submissions, results or the gradebook), the
+masters and the releases of the assignments being graded, and a small SQLite gradebook that holds only
+those assignments' definitions (their cells and the source of every locked cell, which nbgrader restores
+before grading). Each task then carries one student's submitted files. The worker grades into its own
+copy of that small gradebook and sends back the rows nbgrader's autograde wrote for the submission and
+the autograded folder; the client, the only process that writes the course's gradebook (SQLite or any
+SQLAlchemy URL nbgrader accepts) and its `autograded/` folder, copies them in.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tools.course import Course
+
+KIT_GRADEBOOK = "kit-gradebook.db"         # in the kit's autograder/ folder
+# Folders of autograder/ that a worker never needs: nbgrader's run-time folders and the test catalog.
+KIT_SKIPPED = {"submitted", "autograded", "feedback", "gradebook", "exchange", "downloaded", "catalog",
+               "__pycache__"}
+
+
+# --- the kit -----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Kit:
+    """The packed course for a set of assignments: a tar archive and its digest (its identity on workers)."""
+    data: bytes
+    digest: str
+
+
+def copy_assignment_definitions(source, target, assignment: str) -> None:
+    """The assignment, its notebooks and cells, from one nbgrader Gradebook into another (no students)."""
+    found = source.find_assignment(assignment)
+    target.update_or_create_assignment(found.name, duedate=found.duedate)
+    for notebook in found.notebooks:
+        target.update_or_create_notebook(notebook.name, found.name, kernelspec=notebook.kernelspec)
+        for cell in notebook.grade_cells:
+            target.update_or_create_grade_cell(cell.name, notebook.name, found.name,
+                                               max_score=cell.max_score, cell_type=cell.cell_type)
+        for cell in notebook.solution_cells:
+            target.update_or_create_solution_cell(cell.name, notebook.name, found.name)
+        for cell in notebook.task_cells:
+            target.update_or_create_task_cell(cell.name, notebook.name, found.name,
+                                              max_score=cell.max_score, cell_type=cell.cell_type)
+        for cell in notebook.source_cells:
+            target.update_or_create_source_cell(cell.name, notebook.name, found.name, cell_type=cell.cell_type,
+                                                locked=cell.locked, source=cell.source, checksum=cell.checksum)
+
+
+def build_kit(course: Course, assignments: list[str]) -> Kit:
+    """Pack what workers need to grade `assignments` of `course`."""
+    from nbgrader.api import Gradebook
+
+    buffer = io.BytesIO()
+    with tempfile.TemporaryDirectory() as scratch, gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as packed, \
+            tarfile.open(fileobj=packed, mode="w") as tar:
+        template = Path(scratch) / KIT_GRADEBOOK
+        with Gradebook(course.db_url, course.course_id) as source, \
+                Gradebook(f"sqlite:///{template}", course.course_id) as target:
+            for assignment in assignments:
+                copy_assignment_definitions(source, target, assignment)
+        tar.add(template, f"autograder/{KIT_GRADEBOOK}")
+
+        def keep(info: tarfile.TarInfo):
+            parts = Path(info.name).parts
+            if len(parts) > 1 and parts[0] == "autograder" and parts[1] in KIT_SKIPPED:
+                return None
+            if info.issym() or info.islnk():
+                return None
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""    # the same kit, the same bytes
+            return info
+
+        for path in sorted(course.autograder.iterdir()):
+            if path.name not in KIT_SKIPPED and not path.name.endswith((".log", ".csv", ".db")):
+                tar.add(path, f"autograder/{path.name}", filter=keep)
+        for step in ("source", "release"):
+            for assignment in assignments:
+                folder = course.path(step, ".", assignment)
+                if folder.is_dir():
+                    tar.add(folder, str(folder.relative_to(course.root)), filter=keep)
+    data = buffer.getvalue()
+    return Kit(data, hashlib.sha256(data).hexdigest()[:16])
+
+
+def kit_contents(data: bytes) -> bytes:
+    """The task that holds a kit on the cluster (its argument is part of the graph, so it can run again)."""
+    return data
+
+
+def unpack_kit(kit_data: bytes, digest: str, into: Path) -> Path:
+    """Unpack a kit once (its digest names the folder); returns the course root there."""
+    root = into / digest / "course"
+    if not (root / "autograder").is_dir():
+        into.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="unpacking-", dir=into))
+        with tarfile.open(fileobj=io.BytesIO(kit_data), mode="r:gz") as tar:
+            tar.extractall(staging, filter="data")
+        (into / digest).mkdir(exist_ok=True)
+        os.replace(staging, root)
+    return root
+
+
+CODE = ("__init__", "course", "grading_kit", "grading_worker")     # the modules of tools/ a worker runs
+
+
+def code_archive(folder: Path) -> Path:
+    """The grading code workers run, as a zip file Dask's `Client.upload_file` sends to every worker (and
+    the scheduler) of a cluster whose machines have only the pinned environment."""
+    import zipfile
+
+    archive = folder / "course_grading_code.zip"
+    code = Path(__file__).resolve().parent
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for module in CODE:
+            zipped.write(code / f"{module}.py", f"tools/{module}.py")
+    return archive
+
+
+# --- a submission and its results ---------------------------------------------------------------------------
+
+def read_folder(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """Every regular file under `folder` (links are never followed): relative path -> (content, mode)."""
+    files = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and not path.is_symlink() and not any(p.is_symlink() for p in path.relative_to(folder).parents
+                                                                 if str(p) != "."):
+            files[str(path.relative_to(folder))] = (path.read_bytes(), path.stat().st_mode & 0o777)
+    return files
+
+
+def write_folder(folder: Path, files: dict[str, tuple[bytes, int]]) -> None:
+    """Write files read by read_folder under `folder` (a new folder), with their modes."""
+    for name, (content, mode) in files.items():
+        path = folder / name
+        if ".." in Path(name).parts or Path(name).is_absolute():
+            raise ValueError(f"refusing to write {name!r} outside {folder}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        path.chmod(mode)
+
+
+@dataclass
+class SubmissionRows:
+    """What nbgrader's autograde wrote to the gradebook for one submission."""
+    timestamp: object = None                                  # a datetime, or None
+    notebooks: dict[str, dict] = field(default_factory=dict)  # name -> flagged, penalty, grades, comments
+
+
+def read_rows(gradebook, assignment: str, student: str) -> SubmissionRows | None:
+    from nbgrader.api import MissingEntry
+
+    try:
+        submission = gradebook.find_submission(assignment, student)
+    except MissingEntry:
+        return None
+    rows = SubmissionRows(submission.timestamp)
+    for notebook in submission.notebooks:
+        rows.notebooks[notebook.name] = {
+            "flagged": notebook.flagged, "late_submission_penalty": notebook.late_submission_penalty,
+            "grades": {grade.name: grade.auto_score for grade in notebook.grades},
+            "comments": {comment.name: comment.auto_comment for comment in notebook.comments},
+        }
+    return rows
+
+
+def write_rows(gradebook, assignment: str, student: str, rows: SubmissionRows) -> None:
+    """Copy a worker's rows into the course's gradebook (committed at once). Only what autograde writes is
+    written: manual scores and comments a grader gave stay, and a cell with a manual score is marked for
+    review again, as `nbgrader autograde` marks it."""
+    gradebook.update_or_create_student(student)
+    if rows.timestamp is not None:
+        gradebook.update_or_create_submission(assignment, student, timestamp=rows.timestamp)
+    else:
+        gradebook.update_or_create_submission(assignment, student)
+    for name, notebook in rows.notebooks.items():
+        row = gradebook.find_submission_notebook(name, assignment, student)
+        row.flagged = notebook["flagged"]
+        row.late_submission_penalty = notebook["late_submission_penalty"]
+        for cell, score in notebook["grades"].items():
+            grade = gradebook.find_grade(cell, name, assignment, student)
+            grade.auto_score = score
+            grade.needs_manual_grade = grade.manual_score is not None or score is None
+        for cell, text in notebook["comments"].items():
+            gradebook.find_comment(cell, name, assignment, student).auto_comment = text
+    gradebook.db.commit()
