@@ -14,7 +14,10 @@ then `nbgrader generate_assignment` for every assignment), never in the real gra
    notebook and every feedback file (memory addresses such as `0x7f...` and execution timestamps
    masked, as they differ between any two runs).
 
-    python -m bench.grading --class 20 [--workers 2] [--skip-stock] [--skip-single] [--skip-shards]
+5. Scaling on a local Dask cluster (`--skip-scaling` to leave it out): the same class graded with 1 and
+   with 2 workers (`tools.grade_class --workers W`); the efficiency is the speed-up per worker added.
+
+    python -m bench.grading --class 20 [--workers 2] [--skip-stock] [--skip-single] [--skip-scaling]
     python -m bench.grading --class 0       # the single full submission only
 """
 
@@ -343,8 +346,8 @@ def klass(size: int, workers: int | None, skip_stock: bool) -> dict:
         "class_100_full_s_measured_rate": round(per_notebook_wall * 100 * len(COURSE.assignments()), 1),
         "class_100_full_s_cpu_bound": round(per_notebook_cpu * 100 * len(COURSE.assignments()) / cores, 1),
         "budget_class_100_s": 480,
-        # 1,000 students on one such machine, and split over 10 (tools.grade_class --shard I/10, then
-        # tools.merge_gradebooks, whose own cost per submission is measured by the sharded benchmark).
+        # 1,000 students on one such machine, and on a cluster of ten (tools.grade_class --scheduler: the
+        # client's own work per notebook, writing the gradebook, is small; the scaling benchmark measures it).
         "class_1000_full_s_one_machine": round(per_notebook_wall * 1000 * len(COURSE.assignments()), 1),
         "class_1000_full_s_ten_machines": round(per_notebook_wall * 100 * len(COURSE.assignments()), 1),
     }
@@ -355,30 +358,17 @@ def klass(size: int, workers: int | None, skip_stock: bool) -> dict:
     return result
 
 
-def sharded(size: int, shards: int = 2) -> dict:
-    """The class graded as if on `shards` machines: each shard course holds the whole class's
-    submissions, grades its shard (`--shard I/K`, one worker each, all shards at once), and the main
-    course merges their gradebooks and autograded folders (`tools.merge_gradebooks`)."""
-    import subprocess
-
-    result: dict = {"shards": shards}
-    courses = [clone(f"class-shard{index}") for index in range(shards)]
-    main_course = clone("class-merged")
-    for course in [*courses, main_course]:
+def scaling(size: int) -> dict:
+    """The class graded on a local Dask cluster of 1 and of 2 workers, each from the same fresh start:
+    wall time, and the parallel efficiency (time with 1 / (2 x time with 2))."""
+    result: dict = {"class_size": size}
+    for workers in (1, 2):
+        course = clone(f"class-scaling-{workers}")
         synthetic_class(course, size)
-    with timed(result, "grade_shards"):
-        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-        processes = [subprocess.Popen(
-            [sys.executable, "-m", "tools.grade_class", "all", "--course", str(course), "--shard",
-             f"{index}/{shards}", "--workers", "1", "--no-progress"], cwd=REPO, env=env,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for index, course in enumerate(courses)]
-        for process in processes:
-            process.wait()
-    with timed(result, "merge"):
-        run([sys.executable, "-m", "tools.merge_gradebooks", "all", "--course", str(main_course), "--from",
-             *map(str, courses)])
-    result["merge"]["s_per_submission"] = round(result["merge"]["wall_s"] / (size * len(COURSE.assignments())), 4)
-    feedback(main_course)
+        with timed(result, f"workers_{workers}"):
+            summary = ours(course, workers, course / "grade_class.json")
+        result[f"workers_{workers}"]["failed"] = len(summary["failed"])
+    result["efficiency_1_to_2"] = round(result["workers_1"]["wall_s"] / (2 * result["workers_2"]["wall_s"]), 3)
     return result
 
 
@@ -388,7 +378,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--workers", type=int, default=None, help="tools.grade_class workers (default: cores)")
     parser.add_argument("--skip-stock", action="store_true", help="grade only with ours (for large classes)")
     parser.add_argument("--skip-single", action="store_true")
-    parser.add_argument("--skip-shards", action="store_true", help="skip grading in 2 shards and merging")
+    parser.add_argument("--skip-scaling", action="store_true", help="skip grading with 1 and 2 workers")
     parser.add_argument("--save-as", default="grading", help="name of the JSON summary in _build/bench/")
     args = parser.parse_args(argv)
 
@@ -418,14 +408,11 @@ def main(argv: list[str] | None = None) -> dict:
               f"chunking: {c['comparison']['differing_only_in_stream_chunking']}); speed-up {c['speedup']}x")
         for line in c["comparison"]["differences"][:10]:
             print("  DIFF", line)
-    if not args.skip_shards:
-        summary["sharded"] = sharded(args.size)
-        if not args.skip_stock:
-            summary["sharded"]["comparison"] = compare(SCRATCH / "grading" / "class-stock",
-                                                       SCRATCH / "grading" / "class-merged")
-        sh = summary["sharded"]
-        print(f"2 shards graded side by side in {sh['grade_shards']['wall_s']} s, merged in {sh['merge']['wall_s']} s; "
-              f"merged gradebook identical to stock: {sh.get('comparison', {}).get('identical')}")
+    if not args.skip_scaling:
+        summary["scaling"] = scaling(args.size)
+        sc = summary["scaling"]
+        print(f"local cluster: 1 worker {sc['workers_1']['wall_s']} s, 2 workers {sc['workers_2']['wall_s']} s; "
+              f"efficiency {sc['efficiency_1_to_2']}", flush=True)
     print(f"score mix: {c['score_mix']}; extrapolated class of 100: {c['extrapolation']}")
     print(f"load average {machine()['load_average']}")
     save(args.save_as, summary)

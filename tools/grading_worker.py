@@ -14,6 +14,7 @@ limit has its grading kernel stopped (the notebook's own deadline normally stops
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sys
@@ -103,8 +104,12 @@ def stop_kernels() -> None:
 
 
 def work_folder() -> Path:
-    """This worker process's own folder for kits: two workers on one machine never share one."""
-    return Path(tempfile.gettempdir()) / f"course-grading-{os.getuid()}-{os.getpid()}"
+    """This worker process's own folder for kits: two workers on one machine never share one. It is
+    removed when the worker exits (a worker killed outright leaves it behind, in the temporary folder)."""
+    folder = Path(tempfile.gettempdir()) / f"course-grading-{os.getuid()}-{os.getpid()}"
+    if not folder.exists():
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def grade_submission(kit_data: bytes, digest: str, assignment: str, student: str,
