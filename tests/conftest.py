@@ -84,12 +84,22 @@ def executions(request, tmp_path_factory) -> Executions:
 
 @pytest.fixture(scope="session")
 def site(executions, tmp_path_factory) -> Path:
-    """The course site, built once per run into a temporary folder by the build `make book` runs
-    (tools.build_book.build), from the lessons `executions` just cached: nothing executes again. The
-    site tests and the browser tests (tests/browser/) all read this one build."""
-    from tools.build_book import build
+    """The course site, built once per run into a temporary folder by `make book`'s own command
+    (`python -m tools.build_book`, with --output), from the lessons `executions` just cached: nothing
+    executes again. The site tests and the browser tests (tests/browser/) all read this one build."""
+    import json
+    import subprocess
+
+    from tools.build_book import build_command
+    from tools.course import tool_env
 
     failed = [str(path) for path, run in executions.items() if run.error and path in COURSE.lessons()]
     if failed:
         pytest.fail(f"cannot build the site: notebooks failed: {failed}")
-    return build(tmp_path_factory.mktemp("site"))
+    output = tmp_path_factory.mktemp("site")
+    result = subprocess.run(build_command(output), cwd=COURSE.root, env=tool_env(), capture_output=True, text=True)
+    if result.returncode:
+        pytest.fail(f"the site build failed:\n{result.stdout[-5000:]}\n{result.stderr[-5000:]}")
+    report = json.loads((output / "_build" / "build-report.json").read_text())
+    assert report["executed"] == [], f"the site build executed {report['executed']} again"
+    return output / "_build" / "html"

@@ -19,14 +19,14 @@ The npm packages (`npm ci`, which the Makefile runs) must be installed: MathJax 
 from __future__ import annotations
 
 import json
+import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from tools.course import COURSE, tool_env
+from tools.course import COURSE
 
 MATHJAX = COURSE.root / "node_modules" / "mathjax"
 
@@ -42,23 +42,31 @@ def require_npm_packages() -> None:
 
 def jupyter_book(output: Path, rebuild_all: bool = False) -> None:
     """`jupyter-book build` of this checkout into `output`/_build/html, warnings as errors, nitpicky
-    references. Run from the repository root, where _config.yml's relative cache path points."""
-    command = [
-        str(Path(sys.executable).with_name("jupyter-book")), "build", str(COURSE.root),
-        "--path-output", str(output), "--warningiserror", "--nitpick", "--keep-going",
-        *(["--all"] if rebuild_all else []),
-    ]
-    result = subprocess.run(command, cwd=COURSE.root, env=tool_env())
-    if result.returncode:
-        raise BuildError(f"jupyter-book build failed ({result.returncode})")
+    references, in this process (it is `python -m tools.build_book`'s own: a second interpreter would
+    import the whole Sphinx stack again). Run from the repository root, where _config.yml's relative
+    cache path points."""
+    from jupyter_book.cli.main import main as jupyter_book_cli
+
+    arguments = ["build", str(COURSE.root), "--path-output", str(output), "--warningiserror", "--nitpick",
+                 "--keep-going", *(["--all"] if rebuild_all else [])]
+    here = Path.cwd()
+    os.chdir(COURSE.root)
+    try:
+        jupyter_book_cli.main(arguments, prog_name="jupyter-book", standalone_mode=False)
+    except (Exception, SystemExit) as error:
+        raise BuildError(f"jupyter-book build failed: {error}") from error
+    finally:
+        os.chdir(here)
 
 
-def build(output: Path | None = None, workers: int | None = None, force: bool = False,
-          execute: bool = True) -> Path:
+def build_command(output: Path | None = None) -> list[str]:
+    """The command `make book` runs, building into `output` (the tests' site fixture runs it too)."""
+    return [sys.executable, "-m", "tools.build_book", *(["--output", str(output)] if output else [])]
+
+
+def build(output: Path | None = None, workers: int | None = None, force: bool = False) -> Path:
     """Build the site into `output`/_build/html (default: this checkout's _build/html); returns that folder.
-
-    `force` executes every lesson again and re-reads every page. `execute=False` skips step 1 (the
-    caller has just brought the cache up to date, as the tests' `executions` fixture does)."""
+    `force` executes every lesson again and re-reads every page."""
     from tools import cache
 
     require_npm_packages()
@@ -67,13 +75,11 @@ def build(output: Path | None = None, workers: int | None = None, force: bool = 
     if config.mode != "cache":
         raise BuildError(f"_config.yml: execute_notebooks is {config.mode!r}; this build relies on 'cache'")
     started = time.perf_counter()
-    report = cache.Report()
-    if execute:
-        with tempfile.TemporaryDirectory(prefix="course-build-") as scratch:
-            report = cache.execute_lessons(COURSE.lessons(), Path(scratch), workers, force=force)
-        if report.failed:
-            raise BuildError("lessons failed to execute (nothing was cached for them):\n" + "\n".join(
-                f"  {lesson.relative_to(COURSE.root)}: {error}" for lesson, error in report.failed.items()))
+    with tempfile.TemporaryDirectory(prefix="course-build-") as scratch:
+        report = cache.execute_lessons(COURSE.lessons(), Path(scratch), workers, force=force)
+    if report.failed:
+        raise BuildError("lessons failed to execute (nothing was cached for them):\n" + "\n".join(
+            f"  {lesson.relative_to(COURSE.root)}: {error}" for lesson, error in report.failed.items()))
     sphinx_started = time.perf_counter()
     jupyter_book(output, rebuild_all=force)
     summary = {**report.as_json(), "sphinx": "built", "seconds_sphinx": round(time.perf_counter() - sphinx_started, 3),
@@ -112,12 +118,13 @@ if __name__ == "__main__":
     parser.add_argument("--force", action="store_true",
                         help="execute every lesson again and re-read every page")
     parser.add_argument("--workers", type=int, help="lessons executed side by side (default: one per core)")
+    parser.add_argument("--output", type=Path, help="build into OUTPUT/_build/html (default: this checkout's _build)")
     arguments = parser.parse_args()
     if arguments.notebooks:
         print(f"Lessons exported: {export_notebooks(arguments.notebooks.resolve())}")
     else:
         try:
-            html = build(workers=arguments.workers, force=arguments.force)
+            html = build(arguments.output, workers=arguments.workers, force=arguments.force)
         except BuildError as error:
             raise SystemExit(str(error))
         print(f"Site built: {html / 'index.html'}")
