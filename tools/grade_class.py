@@ -187,8 +187,9 @@ def cluster_client(scheduler: str | None, workers: int | None, threads: int, log
         return
     from tools.grading_worker import WORKER_LOG
 
+    # No dashboard; the scheduler's own HTTP endpoints (health, metrics) on a free port, not Dask's 8787.
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                           worker_dashboard_address=None,
+                           worker_dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},
                            silence_logs=logging.ERROR,
                            env={WORKER_LOG: str(log), "OMP_NUM_THREADS": str(threads)})
     try:
@@ -414,8 +415,10 @@ class GradeClassApp(NbGrader):
         print(f"graded {summary['graded']}, skipped {summary['skipped']} already graded, "
               f"{len(summary['failed'])} failed, in {summary['seconds']:.1f} s with {summary['workers']} workers")
         for failure in summary["failed"]:
-            print(f"  FAILED {failure['assignment']}/{failure['student']}: {failure['error']} "
-                  f"(see {log_path(self.course)})")
+            where = f" on {failure['worker']}" if failure["worker"] else ""
+            print(f"  FAILED {failure['assignment']}/{failure['student']}{where}: {failure['error']}")
+        if summary["failed"]:
+            print(f"  (the workers' logs: {log_path(self.course)} for a local cluster, else each worker's own)")
         self.exit(1 if summary["failed"] else 0)
 
 
