@@ -158,8 +158,6 @@ def plan(course: Course, assignments: list[str], force: bool,
     return units, skipped
 
 
-
-
 def unit_timeout(course: Course) -> float:
     """How long one submission may take to grade: its notebooks' time limit, plus start-up and saving."""
     sys.path.insert(0, str(course.autograder))
