@@ -152,6 +152,8 @@ def notebook_hash(notebook: nbformat.NotebookNode) -> str:
     """jupyter-cache's hash of a notebook: its code cells and kernelspec, never its prose or outputs."""
     from jupyter_cache.cache.main import JupyterCacheBase
 
+    # The method reads nothing of a cache instance: called on the class, with the defaults
+    # match_cache_notebook uses (notebook metadata: kernelspec; every cell's metadata).
     return JupyterCacheBase.create_hashed_notebook(None, notebook)[1]
 
 
