@@ -12,9 +12,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from tools.course import COURSE, tool_env
+from tools.course import REPO, tool_env
 
-REPO = COURSE.root
 OUT = REPO / "_build" / "bench"
 SCRATCH = Path(os.environ.get("BENCH_SCRATCH", "/tmp/course-bench"))
 

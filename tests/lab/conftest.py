@@ -23,7 +23,7 @@ import pytest
 
 from tests.sitecheck import TEST_OUTPUT
 from tools import grading
-from tools.notebooks import REPO
+from tools.course import REPO
 
 CHROMIUM = Path("/usr/bin/chromium")
 # The launch flags that work on this machine (as in tests/browser/conftest.py).

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tools.notebooks import REPO
+from tools.course import REPO
 
 pytestmark = pytest.mark.quick
 
