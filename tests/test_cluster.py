@@ -187,4 +187,4 @@ def test_the_sandbox_holds_on_the_workers(cluster_class):
 
 
 def notebook_flags(course: Path, student: str) -> list[str]:
-    return grading.autograded_notebook(course, A, student).metadata.get("course_grading", {}).get("flags", [])
+    return grading.grader_flags(grading.autograded_notebook(course, A, student))

@@ -83,7 +83,7 @@ FORMULA = '=HYPERLINK("http://example.invalid","full marks")'
 
 def forged_flags(notebook):
     notebook = copy.deepcopy(notebook)
-    notebook.metadata["course_grading"] = {"flags": [FORMULA]}
+    notebook.metadata[grading.flags_key()] = {"flags": [FORMULA]}
     return notebook
 
 
@@ -206,7 +206,7 @@ def total(graded_in, student):
 
 def flags(graded_in, student):
     notebook = grading.autograded_notebook(graded_in[student], A, student)
-    return " ".join(notebook.metadata.get("course_grading", {}).get("flags", []))
+    return " ".join(grading.grader_flags(notebook))
 
 
 def test_honest_students_are_graded_correctly_beside_hostile_ones(hostile):
@@ -480,7 +480,7 @@ def test_the_class_grading_command_survives_the_machine_attacks(machine_class):
     assert alive.stdout == ""
     notebook = grading.autograded_notebook(root, A, "fork-memory")
     if cgroups_available():
-        assert "memory limit reached" in " ".join(notebook.metadata["course_grading"]["flags"])
+        assert "memory limit reached" in " ".join(grading.grader_flags(notebook))
 
 
 def kill_a_grading_worker_once(course: Course, graded_first: str, killed: list) -> None:

@@ -180,3 +180,18 @@ def cell_error(notebook: nbformat.NotebookNode, grade_id: str) -> str:
             return "\n".join(f"{out.ename}: {out.evalue}" for out in cell.get("outputs", [])
                              if out.output_type == "error")
     raise KeyError(grade_id)
+
+
+def grader_flags(notebook: nbformat.NotebookNode) -> list[str]:
+    """What the grader flagged in an autograded notebook (its record under course_grading.FLAGS)."""
+    return notebook.metadata.get(flags_key(), {}).get("flags", [])
+
+
+def flags_key() -> str:
+    """The metadata key of the grader's record, as autograder/course_grading.py defines it."""
+    sys.path.insert(0, str(COURSE.autograder))
+    try:
+        from course_grading import FLAGS
+    finally:
+        sys.path.remove(str(COURSE.autograder))
+    return FLAGS
