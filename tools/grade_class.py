@@ -185,6 +185,9 @@ def cluster_client(scheduler: str | None, workers: int | None, threads: int, log
         return
     from tools.grading_worker import WORKER_LOG
 
+    # Dask's nannies set their `pre-spawn-environ` (OMP_NUM_THREADS=1, ...) in this process's environment,
+    # where it would reach every kernel this process starts later: it is put back when the cluster closes.
+    saved = dict(os.environ)
     # No dashboard; the scheduler's own HTTP endpoints (health, metrics) on a free port, not Dask's 8787.
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                            worker_dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},
@@ -195,6 +198,9 @@ def cluster_client(scheduler: str | None, workers: int | None, threads: int, log
             yield client
     finally:
         cluster.close()
+        for name in set(os.environ) - set(saved):
+            del os.environ[name]
+        os.environ.update(saved)
 
 
 def worker_count(client) -> int:
