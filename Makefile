@@ -46,14 +46,8 @@ postgresql:
 	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
 		{ $(APT_GET) update && $(APT_GET) install -y postgresql; }
 
-# The JupyterLab tests first, alone (their servers and browser are timed for a machine that is not busy);
-# then everything else in three processes side by side (pytest-xdist): the lessons and the site, the
-# graded class, and the hostile classes (tests/conftest.py groups the tests so each shared fixture is
-# built once). Both parts always run; the target fails if either did.
-TEST_PROCESSES ?= 3
 test: $(BWRAP) $(STAMP) $(NPM_STAMP) $(CHROMIUM) postgresql
-	$(PY) -m pytest tests/lab; lab=$$?; \
-	$(PY) -m pytest --ignore=tests/lab -n $(TEST_PROCESSES) --dist loadgroup && exit $$lab
+	$(PY) -m pytest
 
 # JupyterLab for one role (tools/lab.py; the tests in tests/lab start it the same way). `make student`: the
 # Assignments tab and Validate, on the course's exchange (autograder/exchange), assignments fetched into

@@ -43,25 +43,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.site)
         if item.get_closest_marker("quick") and names & EXPENSIVE:
             raise pytest.UsageError(f"{item.nodeid} is marked quick but uses {sorted(names & EXPENSIVE)}")
-        group = xdist_group(item, names)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
-def xdist_group(item, names: set[str]) -> str | None:
-    """Which process runs a test under `make test` (pytest-xdist, --dist loadgroup): the tests sharing an
-    expensive session fixture stay in one process, so that fixture is built once; the groups run side by
-    side. `book`: the executed lessons and the site; `grading`: the graded class; `robustness`: the hostile
-    classes, which share nothing with the graded class."""
-    if item.get_closest_marker("lab"):
-        return "lab"
-    if item.module.__name__.endswith("test_grader_robustness"):
-        return "robustness"
-    if item.get_closest_marker("grading") or names & {"course", "graded", "stock"}:
-        return "grading"
-    if names & {"executions", "site"} or any(item.get_closest_marker(m) for m in ("lessons", "site", "browser")):
-        return "book"
-    return None
 
 
 @pytest.hookimpl(trylast=True)
