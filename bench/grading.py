@@ -58,7 +58,7 @@ def template() -> Path:
         if path.is_file():
             digest.update(str(path.relative_to(REPO)).encode() + path.read_bytes())
     course = SCRATCH / "grading" / f"template-{digest.hexdigest()[:12]}"
-    if not Course(course).gradebook_file.exists():
+    if not (course / "autograder").is_dir() or not Course(course).gradebook_file.exists():
         shutil.rmtree(course, ignore_errors=True)
         grading.make_course(course)
         for assignment in COURSE.assignments():
