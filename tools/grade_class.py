@@ -9,7 +9,7 @@ An nbgrader-style application (`GradeClassApp`, traitlets configuration): its op
 `autograder/nbgrader_config.py`, e.g. `c.GradeClassApp.workers = 4`; `--help-all` lists them. The
 instructors' command, the test suite, the mutation report and the benchmarks all grade through it.
 
-Runs from any folder; grades the course this file belongs to (`--course ROOT` for another copy):
+Run it from the repository root; it grades the course this file belongs to (`--course ROOT` for another copy):
 submissions in `autograder/submitted/<student>/<assignment>/`, results into the course's gradebook (any
 `db_url` nbgrader accepts: the SQLite file, or a shared PostgreSQL server), `autograder/autograded/` and
 (with `generate_feedback` afterwards) `autograder/feedback/`, exactly where `nbgrader autograde` puts them.
@@ -215,7 +215,6 @@ def prepare_gradebook(course: Course, students: list[str]) -> None:
     ends up as `nbgrader autograde` leaves it."""
     from nbgrader.api import Gradebook
 
-    course.prepare()
     with Gradebook(course.db_url):
         pass
     with Gradebook(course.db_url, course.course_id) as gradebook:
