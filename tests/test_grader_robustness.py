@@ -483,24 +483,27 @@ def test_the_class_grading_command_survives_the_machine_attacks(machine_class):
         assert "memory limit reached" in " ".join(grading.grader_flags(notebook))
 
 
-def kill_a_grading_worker_once(course: Course, graded_first: str, killed: list) -> None:
-    """Once `graded_first` is graded, kill (SIGKILL) the worker process whose grading kernel is running."""
+def kill_a_grading_worker_once(course: Course, killed: list, done: threading.Event) -> None:
+    """Once one submission is graded (whichever the scheduler ran first), SIGKILL the worker process whose
+    grading kernel runs next. Stops when `done` is set, so it never outlives its test."""
     import psutil
 
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not course.path("autograded", graded_first, A).is_dir():
-        time.sleep(0.2)
-    while time.monotonic() < deadline:
-        for process in psutil.Process().children(recursive=True):
-            try:
-                if process.name() == "bwrap":
-                    worker = process.parent()
-                    worker.kill()
-                    killed.append(worker.pid)
-                    return
-            except psutil.Error:
-                pass
-        time.sleep(0.2)
+    def graded_any() -> bool:
+        return any(course.path("autograded", student, A).is_dir() for student in ("first", "slow", "third"))
+
+    while not done.is_set() and not graded_any():
+        done.wait(0.2)
+    while not done.is_set():
+        try:
+            kernels = [process for process in psutil.Process().children(recursive=True) if process.name() == "bwrap"]
+            if kernels:
+                worker = kernels[0].parent()
+                worker.kill()
+                killed.append(worker.pid)
+                return
+        except psutil.Error:        # a process ended while we looked: look again
+            pass
+        done.wait(0.2)
 
 
 def test_a_grading_worker_that_dies_loses_nothing(course, tmp_path_factory):
@@ -509,13 +512,18 @@ def test_a_grading_worker_that_dies_loses_nothing(course, tmp_path_factory):
     root = tmp_path_factory.mktemp("dying-worker") / "course"
     grading.copy_course(course, root)
     grading.submit(root, "first", A, answer(CORRECT))
-    grading.submit(root, "slow", A, answer(CORRECT + "\nimport time\ntime.sleep(20)"))
+    # a kernel that lives a few seconds longer, so the killer always finds one running
+    grading.submit(root, "slow", A, answer(CORRECT + "\nimport time\ntime.sleep(3)"))
     grading.submit(root, "third", A, answer(CORRECT))
     killed: list[int] = []
-    killer = threading.Thread(target=kill_a_grading_worker_once, args=(Course(root), "first", killed), daemon=True)
+    done = threading.Event()
+    killer = threading.Thread(target=kill_a_grading_worker_once, args=(Course(root), killed, done), daemon=True)
     killer.start()
-    summary = grade_class.grade_class(root, [A], workers=1, progress=False)
-    killer.join(1)
+    try:
+        summary = grade_class.grade_class(root, [A], workers=1, progress=False)
+    finally:
+        done.set()
+        killer.join(5)
     assert killed, "no grading worker was killed: the test did not test anything"
     assert sorted(r["student"] for r in summary["results"]) == ["first", "slow", "third"]
     assert not summary["failed"], [(failure["student"], failure["error"]) for failure in summary["failed"]]
