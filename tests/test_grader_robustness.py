@@ -495,9 +495,11 @@ def kill_a_grading_worker_once(course: Course, killed: list, done: threading.Eve
         done.wait(0.2)
     while not done.is_set():
         try:
-            kernels = [process for process in psutil.Process().children(recursive=True) if process.name() == "bwrap"]
-            if kernels:
-                worker = kernels[0].parent()
+            # The sandbox launcher: a bwrap whose parent is not a bwrap (the one inside its PID namespace is).
+            launchers = [process for process in psutil.Process().children(recursive=True)
+                         if process.name() == "bwrap" and process.parent().name() != "bwrap"]
+            if launchers:
+                worker = launchers[0].parent()
                 worker.kill()
                 killed.append(worker.pid)
                 return
