@@ -410,9 +410,7 @@ def test_a_kernel_cannot_stop_the_grader_and_the_class_finishes(hostile):
 
 
 def cgroups_available() -> bool:
-    sys.path.insert(0, str(COURSE.root / "autograder"))
-    import cgroups
-    return cgroups.available()
+    return COURSE.autograder_module("cgroups").available()
 
 
 def test_memory_for_the_whole_submission_is_limited_and_flagged(hostile):
@@ -563,8 +561,7 @@ def feedback_html(graded_in, student) -> str:
 def test_printing_the_running_test_leaks_no_hidden_code(hostile):
     import re
 
-    sys.path.insert(0, str(COURSE.root / "autograder"))
-    from course_grading import hidden_lines
+    hidden_lines = COURSE.autograder_module("course_grading").hidden_lines
 
     html = re.sub(r"\s+", "", feedback_html(hostile, "prints-the-tests"))
     import html as html_module

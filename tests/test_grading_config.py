@@ -15,9 +15,7 @@ import pytest
 from tools import grading
 from tools.course import COURSE
 
-sys.path.insert(0, str(COURSE.root / "autograder"))
-
-import grading_environment  # noqa: E402
+grading_environment = COURSE.autograder_module("grading_environment")
 
 
 @pytest.mark.quick
@@ -102,7 +100,7 @@ def test_a_kernels_socket_folder_lives_exactly_as_long_as_the_kernel(tmp_path, m
     when it stops; the kernel comes from the kernelspec grading_environment.py declares, installed nowhere."""
     import tempfile
 
-    from course_grading import GuardedExecute
+    GuardedExecute = COURSE.autograder_module("course_grading").GuardedExecute
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()

@@ -160,9 +160,7 @@ def plan(course: Course, assignments: list[str], force: bool,
 
 def unit_timeout(course: Course) -> float:
     """How long one submission may take to grade: its notebooks' time limit, plus start-up and saving."""
-    sys.path.insert(0, str(course.autograder))
-    from grading_environment import value
-
+    value = course.autograder_module("grading_environment").value
     source = course.folder("source")
     notebooks = max((len(list(p.glob("*.ipynb"))) for p in source.iterdir() if p.is_dir()), default=1)
     return max(1, notebooks) * value("COURSE_GRADING_NOTEBOOK_TIMEOUT") + 120

@@ -189,9 +189,4 @@ def grader_flags(notebook: nbformat.NotebookNode) -> list[str]:
 
 def flags_key() -> str:
     """The metadata key of the grader's record, as autograder/course_grading.py defines it."""
-    sys.path.insert(0, str(COURSE.autograder))
-    try:
-        from course_grading import FLAGS
-    finally:
-        sys.path.remove(str(COURSE.autograder))
-    return FLAGS
+    return COURSE.autograder_module("course_grading").FLAGS
