@@ -481,13 +481,13 @@ def test_the_class_grading_command_survives_the_machine_attacks(machine_class):
         assert "memory limit reached" in " ".join(grading.grader_flags(notebook))
 
 
-def kill_a_grading_worker_once(course: Course, killed: list, done: threading.Event) -> None:
-    """Once one submission is graded (whichever the scheduler ran first), SIGKILL the worker process whose
+def kill_a_grading_worker_once(course: Course, students: list[str], killed: list, done: threading.Event) -> None:
+    """Once one of `students` is graded (whichever the scheduler ran first), SIGKILL the worker process whose
     grading kernel runs next. Stops when `done` is set, so it never outlives its test."""
     import psutil
 
     def graded_any() -> bool:
-        return any(course.path("autograded", student, A).is_dir() for student in ("first", "slow", "third"))
+        return any(course.path("autograded", student, A).is_dir() for student in students)
 
     while not done.is_set() and not graded_any():
         done.wait(0.2)
@@ -515,9 +515,11 @@ def test_a_grading_worker_that_dies_loses_nothing(course, tmp_path_factory):
     # a kernel that lives a few seconds longer, so the killer always finds one running
     grading.submit(root, "slow", A, answer(CORRECT + "\nimport time\ntime.sleep(3)"))
     grading.submit(root, "third", A, answer(CORRECT))
+    students = ["first", "slow", "third"]
     killed: list[int] = []
     done = threading.Event()
-    killer = threading.Thread(target=kill_a_grading_worker_once, args=(Course(root), killed, done), daemon=True)
+    killer = threading.Thread(target=kill_a_grading_worker_once, args=(Course(root), students, killed, done),
+                              daemon=True)
     killer.start()
     try:
         summary = grade_class.grade_class(root, [A], workers=1, progress=False)
@@ -525,9 +527,9 @@ def test_a_grading_worker_that_dies_loses_nothing(course, tmp_path_factory):
         done.set()
         killer.join(5)
     assert killed, "no grading worker was killed: the test did not test anything"
-    assert sorted(r["student"] for r in summary["results"]) == ["first", "slow", "third"]
+    assert sorted(r["student"] for r in summary["results"]) == students
     assert not summary["failed"], [(failure["student"], failure["error"]) for failure in summary["failed"]]
-    for student in ("first", "slow", "third"):
+    for student in students:
         assert total({student: root}, student) == (11.0, 11.0), student
 
 

@@ -39,7 +39,9 @@ class Course:
 
     def autograder_module(self, name: str):
         """A module of the grading configuration (autograder/NAME.py: grading_environment, course_grading),
-        imported with the folder on the path only while it loads (its own imports are its siblings)."""
+        imported with the folder on the path only while it loads (its own imports are its siblings). Python
+        keeps one module per name, so scratch copies of the course share the first one imported: they are
+        copies of the same files."""
         import importlib
 
         folder = str(self.autograder)
