@@ -100,3 +100,46 @@ def test_kv_cache_gives_the_same_logits_with_far_less_work(values):
 def test_lesson_has_its_figures(figures):
     for name in ("fig_scaling", "fig_two_heads", "fig_cost"):
         assert "image/png" in figures[name], name
+
+
+def test_attention_without_positions_or_mask_is_permutation_equivariant(values):
+    assert float(values["perm_unmasked_gap"]) < 1e-5
+    assert float(values["perm_causal_gap"]) > 0.01
+
+
+def test_softmax_numerics_the_max_the_fill_and_the_empty_row(values):
+    assert values["naive_nan"] is True and values["shift_is_softmax"] is True
+    assert values["fills_agree"] is True
+    assert values["empty_inf_nan"] is True and values["empty_finite_uniform"] is True
+    assert values["fp16_finite_is_inf"] is True
+
+
+def test_padding_mask_restores_the_tokens_and_a_finite_fill_stops_the_nan(values):
+    assert float(values["pad_read_gap"]) > 0.01
+    assert float(values["pad_masked_gap"]) < 1e-5
+    assert values["pad_rows_nan"] is True and values["nan_spreads"] is True
+    assert float(values["pad_finite_gap"]) < 1e-5
+
+
+def test_flash_attention_agrees_up_to_rounding_not_bit_for_bit(values):
+    assert values["flash_exact"] is False
+    assert float(values["flash_diff"]) < 1e-5
+
+
+def test_shortest_context_is_placed_against_the_guide_as_measured(values):
+    ratio = float(values["short_vs_guide"])
+    assert values["short_side"] == ("above" if ratio > 1 else "below")
+
+
+def test_gpt2_block_flops_formula_and_crossovers(values):
+    T, D, H = 1024, 768, 12
+    assert values["flops_formula_exact"] is True
+    assert values["block_flops_1024"] == 24 * T * D**2 + 4 * T**2 * D
+    assert values["score_share_1024"] == f"{4 * T**2 * D / (24 * T * D**2 + 4 * T**2 * D):.0%}" == "18%"
+    assert values["crossover_T"] == 6 * D == 4608 and values["crossover_T_width32"] == 192
+    assert values["weights_numbers_1024"] == H * T**2 and values["mlp_hidden_numbers_1024"] == 4 * T * D
+    assert values["memory_crossover_T"] == 256
+
+
+def test_cached_path_refuses_several_new_tokens(values):
+    assert values["cache_two_refused"] is True
