@@ -43,3 +43,15 @@ def test_sample_variance_is_visible_on_random_inputs_at_gpt2_width(lesson):
     values = glued_text(lesson)
     assert glued_value(values["sample_var_shrink"]) == "0.065%"
     assert 3e-4 < float(glued_value(values["sample_var_max_diff"])) < 1e-2
+
+
+def test_figure_caption_states_the_measured_spread_before_and_after(lesson):
+    """The caption's ranges are the run's; afterwards the only gap from mean 0, std 1 is eps's doing."""
+    values = {name: glued_value(text) for name, text in glued_text(lesson).items()
+              if name in ("before_mean_range", "before_std_range", "after_mean_gap", "after_std_gap")}
+    low_mean, high_mean = (float(v) for v in values["before_mean_range"].split(" to "))
+    low_std, high_std = (float(v) for v in values["before_std_range"].split(" to "))
+    assert high_mean - low_mean > 5 and high_std / low_std > 50       # "differ by orders of magnitude"
+    assert float(values["after_mean_gap"]) < 1e-5
+    eps_gap = 1 - (low_std**2 / (low_std**2 + 1e-5)) ** 0.5           # the smallest token, eps in the root
+    assert float(values["after_std_gap"]) == pytest.approx(eps_gap, rel=0.5)

@@ -123,3 +123,8 @@ def test_a_named_folder_that_cannot_be_loaded_is_an_error(tmp_path, monkeypatch)
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "missing"))
     with pytest.raises(OSError):
         load_pretrained()
+
+
+def test_exact_gelu_is_the_subtlest_mistake_as_the_caption_says(values):
+    differences = {mistake: float(glued_value(values[mistake])) for mistake in MISTAKES}
+    assert min(differences, key=differences.get) == "diff_exact_gelu", differences
