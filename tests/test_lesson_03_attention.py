@@ -137,6 +137,7 @@ def test_gpt2_block_flops_formula_and_crossovers(values):
     assert values["block_flops_1024"] == 24 * T * D**2 + 4 * T**2 * D
     assert values["score_share_1024"] == f"{4 * T**2 * D / (24 * T * D**2 + 4 * T**2 * D):.0%}" == "18%"
     assert values["crossover_T"] == 6 * D == 4608 and values["crossover_T_width32"] == 192
+    assert values["crossover_T_attention_width32"] == 64      # qkv 6TD^2 + proj 2TD^2 against 4T^2D
     assert values["weights_numbers_1024"] == H * T**2 and values["mlp_hidden_numbers_1024"] == 4 * T * D
     assert values["memory_crossover_T"] == 256
 

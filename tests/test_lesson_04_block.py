@@ -41,3 +41,10 @@ def test_residual_stream_norm_grows_with_depth(lesson):
 def test_lesson_has_its_figures(lesson):
     figures = glued(lesson)
     assert "image/png" in figures["fig_stream_norm"]
+
+
+def test_every_block_lengthens_the_stream_as_the_caption_says(lesson):
+    values = glued_text(lesson)
+    assert glued_value(values["stream_norm_every_block_adds"]) is True
+    assert float(glued_value(values["stream_norm_first_step"])) > 0
+    assert float(glued_value(values["stream_norm_last_step"])) > 0
