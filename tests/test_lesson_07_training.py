@@ -126,3 +126,9 @@ def test_key_figures_hold_on_two_threads(tmp_path):
     values = glued_values(run.output)
     assert values["threads"] == 2
     key_figures_hold(values)
+
+
+def test_loss_curve_caption_most_of_the_descent_comes_first(values):
+    """The caption says the loss falls steeply at first, then flattens: most of the drop by step 100."""
+    assert float(values["final_loss"]) < float(values["loss_step_100"])
+    assert int(values["drop_by_step_100"].rstrip("%")) > 50
