@@ -1,8 +1,9 @@
 """Course-specific steps of the site build (a Sphinx extension, loaded through _config.yml).
 
 - **Assignment pages.** Before Sphinx reads the sources, every student release `exercises/NN-name/*.ipynb`
-  gets a page `book/assignments/NN-name.md`: the task as the release states it, what each graded test
-  checks and is worth, and a download link for the release notebook. The pages are generated (and
+  gets a page `book/assignments/NN-name.md`: the task as the release states it, the lessons it draws on
+  (the release notebook's metadata key `"lessons"`), what each graded test checks and is worth, and a
+  download link for the release notebook. The pages are generated (and
   git-ignored) so a new or regenerated release is on the site at the next build. Only `exercises/` is
   read: the masters in `solutions/` never reach the site.
 - **The assignment list.** The `{assignment-list}` directive renders a table of every assignment.
@@ -44,6 +45,7 @@ class Assignment:
     statement: str                   # the release's instructions, after its title
     notebooks: list[Path]            # the release notebooks, relative to the book root
     tests: list[GradedTest] = field(default_factory=list)
+    lessons: list[str] = field(default_factory=list)  # lesson file stems it draws on, from its metadata
 
     @property
     def points(self) -> float:
@@ -76,10 +78,13 @@ def read_assignment(book_root: Path, folder: Path) -> Assignment:
     """What the site shows about one release: read from exercises/, never from solutions/."""
     notebooks = sorted(folder.glob("*.ipynb"))
     number = int(ASSIGNMENT_FOLDER.match(folder.name).group(1))
-    title, statement, tests = f"Assignment {number}", "", []
+    title, statement, tests, lessons = f"Assignment {number}", "", [], []
     for index, path in enumerate(notebooks):
-        cells = json.loads(path.read_text())["cells"]
+        notebook = json.loads(path.read_text())
+        cells = notebook["cells"]
         if index == 0:
+            # The master names the lessons it draws on; nbgrader copies notebook metadata into the release.
+            lessons = list(notebook.get("metadata", {}).get("lessons", []))
             # The statement is the markdown before the first code cell: every master states its task first.
             intro = []
             for cell in cells:
@@ -94,7 +99,7 @@ def read_assignment(book_root: Path, folder: Path) -> Assignment:
         tests += [_graded_test(cell) for cell in cells
                   if cell["cell_type"] == "code" and cell["metadata"].get("nbgrader", {}).get("grade")]
     return Assignment(folder.name, number, title, statement,
-                      [path.relative_to(book_root) for path in notebooks], tests)
+                      [path.relative_to(book_root) for path in notebooks], tests, lessons)
 
 
 def find_assignments(book_root: Path) -> list[Assignment]:
@@ -111,7 +116,7 @@ def lesson_docs(app: Sphinx) -> list[str]:
 
 
 def lesson_for(assignment: Assignment, lessons: list[str]) -> str | None:
-    """The lesson the assignment practises: the lesson with the same name after its number (assignment
+    """The lesson an assignment without a `"lessons"` list practises: the lesson with the same name after its number (assignment
     03-block practises lesson 04-block: lessons and assignments are numbered separately), else one
     whose name shares a word with it (06-gpt2-weights and 09-matching-gpt2), else the same number."""
     name = assignment.folder.split("-", 1)[1]
@@ -128,6 +133,27 @@ def lesson_for(assignment: Assignment, lessons: list[str]) -> str | None:
     return None
 
 
+def lessons_for(assignment: Assignment, lessons: list[str]) -> list[str]:
+    """Every lesson the assignment draws on: those its release names in the notebook metadata key
+    `"lessons"` (lesson file stems such as "03-attention", in the order given), else the one lesson_for
+    finds. A named lesson that is not in _toc.yml is an error, not a missing link."""
+    if not assignment.lessons:
+        lesson = lesson_for(assignment, lessons)
+        return [lesson] if lesson else []
+    by_stem = {doc.rsplit("/", 1)[-1]: doc for doc in lessons}
+    unknown = [stem for stem in assignment.lessons if stem not in by_stem]
+    if unknown:
+        raise ValueError(f"exercises/{assignment.folder}: its metadata \"lessons\" names {unknown}, which are not "
+                         f"lessons of _toc.yml ({sorted(by_stem)})")
+    return [by_stem[stem] for stem in assignment.lessons]
+
+
+def _lesson_links(docs: list[str]) -> str:
+    """{doc} links to the lessons, "a", "a and b", "a, b and c"."""
+    links = [f"{{doc}}`/{doc}`" for doc in docs]
+    return links[0] if len(links) == 1 else ", ".join(links[:-1]) + " and " + links[-1]
+
+
 def _cell(text: str) -> str:
     """Plain comment text as one Markdown table cell: `code spans` kept, `*`, `_` and `<` literal."""
     parts = re.split(r"(`[^`]*`)", text.replace("\n", " "))
@@ -141,7 +167,7 @@ def _points(value: float) -> str:
 
 def assignment_page(assignment: Assignment, lessons: list[str]) -> str:
     downloads = ", ".join(f"{{download}}`{path.name} <../../{path.as_posix()}>`" for path in assignment.notebooks)
-    lesson = lesson_for(assignment, lessons)
+    drawn_on = lessons_for(assignment, lessons)
     lines = [
         GENERATED,
         "",
@@ -155,8 +181,8 @@ def assignment_page(assignment: Assignment, lessons: list[str]) -> str:
         "",
         f"**Points:** {_points(assignment.points)}, over {len(assignment.tests)} graded tests.",
     ]
-    if lesson:
-        lines += ["", f"**Practises:** {{doc}}`/{lesson}`; read it first."]
+    if drawn_on:
+        lines += ["", f"**Practises:** {_lesson_links(drawn_on)}; read {'it' if len(drawn_on) == 1 else 'them'} first."]
     lines += ["```", "", "## The task", "", assignment.statement, "",
               "## What is graded", "",
               "Each test cell is graded on its own, so one mistake costs only the points of the behaviour it "
@@ -201,12 +227,12 @@ class AssignmentList(SphinxDirective):
         here = Path(self.env.docname).parent
         rows = ["| Assignment | Practises | Points | Notebook |", "| --- | --- | --- | --- |"]
         for assignment in find_assignments(book_root):
-            lesson = lesson_for(assignment, lesson_docs(self.env.app))
+            drawn_on = lessons_for(assignment, lesson_docs(self.env.app))
             downloads = ", ".join(
                 f"{{download}}`{path.name} <{_relative(book_root / path, book_root / here)}>`"
                 for path in assignment.notebooks)
             rows.append(f"| {{doc}}`{_cell(assignment.title)} </book/assignments/{assignment.folder}>` | "
-                        f"{f'{{doc}}`/{lesson}`' if lesson else '—'} | {_points(assignment.points)} | {downloads} |")
+                        f"{_lesson_links(drawn_on) if drawn_on else '—'} | {_points(assignment.points)} | {downloads} |")
         container = nodes.container(classes=["assignment-list"])
         self.state.nested_parse(StringList(rows), self.content_offset, container)
         return [container]
