@@ -93,3 +93,10 @@ def test_quiz_states_the_notebooks_model_size(values):
     quiz = (COURSE.root / "book" / "quizzes" / "08-ablations.json").read_text()
     stated = [int(n) for n in re.findall(r"(\d+)-thousand-parameter", json.dumps(json.loads(quiz)))]
     assert stated and all(n == values["model_params_thousands"] for n in stated), stated
+
+
+def test_initial_spread_caption_falls_every_block_without_residuals(values):
+    """The figure's caption: without the additions the spread shrinks at every block; with them it stays
+    high at every level."""
+    assert values["nores_spread_falls_every_block"] is True
+    assert float(values["kept_spread_min"]) > 0.5
