@@ -144,3 +144,14 @@ def test_gpt2_block_flops_formula_and_crossovers(values):
 
 def test_cached_path_refuses_several_new_tokens(values):
     assert values["cache_two_refused"] is True
+
+
+def test_quiz_crossover_is_the_notebooks(values):
+    """The quiz's numeric answer for the FLOPs crossover is the value the notebook computed."""
+    import json
+
+    quiz = json.loads((COURSE.root / "book" / "quizzes" / "03-attention.json").read_text())
+    question = next(q for q in quiz if "From which context length" in q["question"])
+    right = [a["value"] for a in question["answers"] if a.get("correct")]
+    assert right == [values["crossover_T"]]
+    assert str(values["memory_crossover_T"]) in next(a["feedback"] for a in question["answers"] if a.get("correct"))
