@@ -58,6 +58,7 @@ from traitlets import Bool, Dict, Unicode
 import cgroups
 import grading_environment
 from grading_environment import value
+from kernel_relay import KernelRelay
 
 HERE = Path(__file__).resolve().parent
 
@@ -245,12 +246,15 @@ class GuardedExecute(Execute):
     rules = Dict(default_value={}, help="Assignment -> rules: [{'functions': [dotted names], 'message': "
                  "what the rule asks}]; a forbidden function called from the student's code fails and is "
                  "flagged").tag(config=True)
-    max_message_bytes = 32 * 2**20    # a bigger single message from the kernel is dropped by ZeroMQ
+    # Messages the grader's sockets queue before the kernel is made to wait: each is within the message limits
+    # (kernel_relay.py), so this bounds what a flooding kernel can make the grader hold.
+    receive_queue = 4
 
     # --- the notebook -------------------------------------------------------------------------------
 
     def preprocess(self, nb, resources, km=None):
         self._sockets = None
+        self._relay = self._context = None
         self._died_in = None
         self._tampered: list[str] = []
         self._baseline = None
@@ -275,6 +279,13 @@ class GuardedExecute(Execute):
             # Shutting down a kernel that already died may fail; the notebook is complete regardless.
         finally:
             self.release_cgroup(resources)
+            if self._relay:
+                self._relay.close()
+                self.flag_dropped_messages(resources, "a cell")
+                self._relay = None
+            if self._context:                    # the client's sockets are closed by now
+                self._context.destroy(linger=0)
+                self._context = None
             if self._sockets:                    # the kernel has stopped: its sockets' folder goes too
                 shutil.rmtree(self._sockets, ignore_errors=True)
                 self._sockets = None
@@ -297,10 +308,21 @@ class GuardedExecute(Execute):
         return self.km
 
     async def async_start_new_kernel_client(self):
-        # Bound what one message can cost the grader's memory (a notebook printing 300 MB at once).
+        """The client talks to the kernel through the relay that bounds every message (kernel_relay.py), on
+        sockets that queue few of them: a flood is dropped before the grader holds it."""
         import zmq
+        import zmq.asyncio
 
-        self.km.context.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
+        self._relay = KernelRelay(self.km.get_connection_info(), int(value("COURSE_GRADING_MESSAGE_MB") * 2**20),
+                                  int(value("COURSE_GRADING_MESSAGE_PARTS")))
+        self._context = context = zmq.asyncio.Context()
+        context.setsockopt(zmq.MAXMSGSIZE, int(value("COURSE_GRADING_MESSAGE_MB") * 2**20))
+        context.setsockopt(zmq.RCVHWM, self.receive_queue)
+        # nbclient asks the kernel manager for a client without arguments; the manager's own client() takes
+        # connection overrides, which send this one through the relay.
+        client_of_manager = self.km.client
+        self.km.client = lambda **kwargs: client_of_manager(**{**self._relay.client_connection,
+                                                               "context": context, **kwargs})
         client = await super().async_start_new_kernel_client()
         self._kernel_id = Path(self.km.connection_file).stem
         return client
@@ -346,6 +368,7 @@ class GuardedExecute(Execute):
             if self._baseline is None:
                 self._baseline = self.ask_guard(setup=True)
             cell, resources = super().preprocess_cell(cell, resources, index)
+            self.flag_dropped_messages(resources, grade_id(cell) or "an ungraded cell", cell)
             self.withhold_quotations(cell, resources)
             self.flag_limits_and_rules(cell, resources)
             if is_test(cell):
@@ -354,11 +377,28 @@ class GuardedExecute(Execute):
             # A dead kernel, or one too broken to answer (for example after patching builtins).
             self._died_in = grade_id(cell) or f"cell {index}"
             cause = "stopped responding" if isinstance(error, TimeoutError) else "died"
+            if self.flag_dropped_messages(resources, self._died_in, cell):
+                # The grader was still reading past the dropped messages when it stopped waiting.
+                reason = "while it flooded the grader with messages over the limits"
+            else:
+                reason = ("(for example os._exit, a crash in native code, or the grader's memory or CPU-time "
+                          "limit)")
             cell.outputs.append(error_output(
-                "KernelDied", f"the Python kernel {cause} while running this cell (for example os._exit, a "
-                "crash in native code, or the grader's memory or CPU-time limit); later cells were not run"))
+                "KernelDied", f"the Python kernel {cause} while running this cell {reason}; later cells were not run"))
             return cell, resources
         return cell, resources
+
+    def flag_dropped_messages(self, resources, where: str, cell=None) -> bool:
+        """Say so when the relay dropped messages over the limits: a flag, and a note in the cell."""
+        dropped = self._relay.dropped() if self._relay else 0
+        if not dropped:
+            return False
+        text = (f"the kernel sent {dropped} message(s) of more than {value('COURSE_GRADING_MESSAGE_PARTS'):g} parts "
+                f"or {value('COURSE_GRADING_MESSAGE_MB'):g} MB; the grader dropped them as they came in")
+        add_flag(resources, f"message limit reached in {where}: {text}")
+        if cell is not None:
+            cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=f"\n[{text}]\n"))
+        return True
 
     def judge(self, cell, resources) -> None:
         """All or nothing: nbgrader reads a displayed number in a test cell as partial credit, so a

@@ -59,6 +59,12 @@ LIMITS = [
           "keeps the grader's memory and every feedback page small, whatever a notebook prints"),
     Limit("COURSE_GRADING_NOTEBOOK_MB", 5, "MB", "size of a submitted notebook at intake",
           "the released notebooks are under 100 KB; a larger file is refused (graded as the release)"),
+    Limit("COURSE_GRADING_MESSAGE_MB", 32, "MB", "one message from the kernel, all its parts and buffers together",
+          "an output is kept only up to the output limits, so this passes a print flood's messages on to be "
+          "truncated with a note, and drops a bigger message before the grader holds it"),
+    Limit("COURSE_GRADING_MESSAGE_PARTS", 64, "", "parts of one message from the kernel, its buffers included",
+          "a Jupyter message has seven parts plus its binary buffers, and the course's notebooks send none; "
+          "hundreds of buffers would all be held by the grader"),
 ]
 BY_NAME = {limit.variable: limit for limit in LIMITS}
 

@@ -24,9 +24,14 @@ this process is the only writer of the gradebook and of `autograded/`, so nothin
 SQLite gradebook never sees two writers.
 
 Faults: a worker that dies mid-task (killed, out of memory, machine gone) loses nothing; the scheduler runs
-its task again on another worker (up to Dask's `distributed.scheduler.allowed-failures`, 3 by default,
-after which the submission is reported failed), and a result is written once however often its task ran.
+its task again on another worker, and a result is written once however often its task ran. Dask gives up
+on a task once `distributed.scheduler.allowed-failures` workers (3 by default) died while it was on them,
+waiting or running: a classmate queued behind a submission that kills its worker dies with it. So such a
+submission is graded again at the end of the run, alone on the cluster, where a worker that dies can only
+have died of it: only a submission that kills its worker then too is reported failed, with the reason.
 A submission that runs past its time limit has its kernel stopped and is reported failed with the reason.
+A run never waits for a cluster with no worker: after `--worker-wait` seconds without one (all died, or a
+remote scheduler lost them) it stops with a message and a non-zero exit, keeping what it graded.
 
 Nothing is lost if a run is interrupted: a submission counts as graded once the gradebook records it and
 its autograded notebook holds executed cells, so a rerun skips every student finished before the
@@ -50,7 +55,7 @@ from pathlib import Path
 
 from jupyter_core.application import JupyterApp
 from nbgrader.apps.baseapp import NbGrader, nbgrader_flags
-from traitlets import Bool, Int, List, Unicode
+from traitlets import Bool, Float, Int, List, Unicode
 from traitlets.config import Application
 
 from tools.course import REPO, Course, kernel_threads, venv_on_path
@@ -205,6 +210,34 @@ def worker_count(client) -> int:
     return len(client.scheduler_info()["workers"])
 
 
+class NoWorkerLeft(RuntimeError):
+    """The cluster had no worker for longer than the run waits for one."""
+
+
+def as_finished(pending, client, wait: float, scheduler: str | None):
+    """The futures of `pending` (a Dask `as_completed`) as they finish. A task waits for a worker forever in
+    Dask (a remote scheduler with none, or a local cluster whose workers all died): after `wait` seconds
+    without any worker, this stops with NoWorkerLeft instead."""
+    alone_since, checked = None, 0.0
+    while pending.count():
+        if pending.has_ready():
+            yield next(pending)
+            continue
+        now = time.monotonic()
+        if now - checked >= 1:
+            checked = now
+            try:
+                workers = len(client.nthreads())
+            except (OSError, TimeoutError):          # the scheduler itself is gone: no worker either
+                workers = 0
+            alone_since = None if workers else (alone_since or now)
+            if alone_since is not None and now - alone_since > wait:
+                where = f"the scheduler at {scheduler}" if scheduler else "the local cluster"
+                raise NoWorkerLeft(f"no grading worker left on {where} for {wait:g} s (they died or were "
+                                   "stopped); the run stops here")
+        time.sleep(0.1)
+
+
 # --- grading --------------------------------------------------------------------------------------
 
 def prepare_gradebook(course: Course, students: list[str]) -> None:
@@ -260,17 +293,20 @@ def submitted_files(course: Course, unit: Unit) -> dict[str, tuple[bytes, int]]:
 
 def grade_class(root: Path, assignments: list[str], workers: int | None = None, force: bool = False,
                 students: list[str] | None = None, progress: bool = True, env: dict[str, str] | None = None,
-                scheduler: str | None = None) -> dict:
+                scheduler: str | None = None, worker_wait: float = 120) -> dict:
     """Grade every submission of `assignments` in the course at `root` that is not graded yet (`force`:
     every one; `students`: only these) and return a summary. `scheduler`: a Dask scheduler's address
     (default: a local cluster of `workers` processes, one per core). `env`: environment variables the
-    grading gets on top of the workers' own (a course's limits, say)."""
+    grading gets on top of the workers' own (a course's limits, say). `worker_wait`: the seconds the run waits
+    while the cluster has no worker before it raises NoWorkerLeft (what was graded by then is kept)."""
     with venv_on_path():
-        return _grade_class(Course(root), assignments, workers, force, students, progress, env, scheduler)
+        return _grade_class(Course(root), assignments, workers, force, students, progress, env, scheduler,
+                            worker_wait)
 
 
-def _grade_class(course: Course, assignments, workers, force, students, progress, env, scheduler) -> dict:
-    from distributed import as_completed
+def _grade_class(course: Course, assignments, workers, force, students, progress, env, scheduler,
+                 worker_wait) -> dict:
+    from distributed import KilledWorker, as_completed
     from tqdm import tqdm
 
     from tools.grading_kit import build_kit, kit_contents
@@ -299,37 +335,64 @@ def _grade_class(course: Course, assignments, workers, force, students, progress
             kit_data = client.submit(kit_contents, kit.data, key=f"course-kit-{kit.digest}")
 
             unit_of: dict[str, Unit] = {}
+            suspects: list[Unit] = []        # failed with KilledWorker, perhaps only for waiting beside the killer
 
             def submit(unit: Unit):
+                nonlocal kit_data
+                if kit_data.status == "error":     # the kit's own task was on workers that died: make it anew
+                    kit_data = client.submit(kit_contents, kit.data, key=f"course-kit-{kit.digest}-{time.time_ns()}")
                 future = client.submit(grade_submission, kit_data, kit.digest, unit.assignment, unit.student,
                                        submitted_files(course, unit), env, threads, timeout, pure=False)
                 unit_of[future.key] = unit
                 return future
+
+            def collect(future, alone: bool) -> bool:
+                """Record a finished task's outcome; False if it goes on the suspects' list instead."""
+                unit = unit_of.pop(future.key)
+                try:
+                    outcome = future.result()
+                except KilledWorker as exc:
+                    if not alone:
+                        suspects.append(unit)
+                        future.release()
+                        return False
+                    result = Result(unit.assignment, unit.student, False, 0.0, "", describe_failure(exc, alone))
+                except Exception as exc:            # the task failed on every worker it ran on
+                    result = Result(unit.assignment, unit.student, False, 0.0, "", describe_failure(exc, alone))
+                else:
+                    record(course, outcome)
+                    result = Result(unit.assignment, unit.student, outcome.success, outcome.seconds,
+                                    outcome.worker, outcome.error)
+                future.release()
+                results.append(result)
+                return True
 
             queue = list(reversed(units))
             # A few tasks per worker in flight: files are read and sent as the class progresses.
             pending = as_completed([submit(queue.pop()) for _ in range(min(len(queue), 3 * max(1, workers)))])
             bar = tqdm(total=len(units), unit="notebook", desc="autograding", disable=not progress,
                        dynamic_ncols=True, file=sys.stderr)
+            def progressed() -> None:
+                bar.update()
+                failed = sum(not r.success for r in results)
+                if failed:
+                    bar.set_postfix(failed=failed)
+
             try:
-                for future in pending:
-                    unit = unit_of.pop(future.key)
-                    try:
-                        outcome = future.result()
-                    except Exception as exc:            # the task failed on every worker it ran on
-                        result = Result(unit.assignment, unit.student, False, 0.0, "", describe_failure(exc))
-                    else:
-                        record(course, outcome)
-                        result = Result(unit.assignment, unit.student, outcome.success, outcome.seconds,
-                                        outcome.worker, outcome.error)
-                    future.release()
-                    results.append(result)
+                for future in as_finished(pending, client, worker_wait, scheduler):
+                    if collect(future, alone=False):
+                        progressed()
                     if queue:
                         pending.add(submit(queue.pop()))
-                    bar.update()
-                    failed = sum(not r.success for r in results)
-                    if failed:
-                        bar.set_postfix(failed=failed)
+                # Each suspect alone on the cluster: a worker that dies now died of this submission.
+                for unit in suspects:
+                    for future in as_finished(as_completed([submit(unit)]), client, worker_wait, scheduler):
+                        collect(future, alone=True)
+                        progressed()
+            except NoWorkerLeft as exc:
+                bar.close()
+                raise NoWorkerLeft(f"{exc}: {len(results)} graded in this run are kept; rerun to grade the "
+                                   f"{len(units) - len(results)} left.") from None
             except KeyboardInterrupt:
                 bar.close()
                 print(f"\nInterrupted: {len(results)} graded in this run are kept; rerun to grade the "
@@ -346,11 +409,13 @@ def _grade_class(course: Course, assignments, workers, force, students, progress
     }
 
 
-def describe_failure(exc: BaseException) -> str:
+def describe_failure(exc: BaseException, alone: bool = False) -> str:
     from distributed import KilledWorker
 
     if isinstance(exc, KilledWorker):
-        return "the grading worker died each time it graded this submission (Dask's KilledWorker)"
+        return (f"the grading worker died each time it graded this submission ({exc.allowed_failures + 1} times"
+                f"{', with nothing else to grade' if alone else ''}; Dask's KilledWorker): the submission kills "
+                "or overwhelms the process that grades it")
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -373,6 +438,7 @@ class GradeClassApp(NbGrader):
         "course": "GradeClassApp.course_root",
         "json": "GradeClassApp.summary_file",
         "scheduler": "GradeClassApp.scheduler",
+        "worker-wait": "GradeClassApp.worker_wait",
     }
     flags = {
         **nbgrader_flags,
@@ -387,6 +453,8 @@ class GradeClassApp(NbGrader):
     summary_file = Unicode("", help="also write the summary (timings per submission) to this JSON file").tag(config=True)
     scheduler = Unicode("", help="a Dask scheduler's address, e.g. tcp://grader:8786 (default: a local cluster)").tag(config=True)
     progress = Bool(True, help="show a progress bar").tag(config=True)
+    worker_wait = Float(120, help="seconds to wait while the cluster has no worker before stopping with a "
+                        "message").tag(config=True)
 
     def initialize(self, argv: list[str] | None = None) -> None:
         super().initialize(argv)
@@ -407,8 +475,13 @@ class GradeClassApp(NbGrader):
         unknown = sorted(set(assignments) - set(known))
         if unknown:
             self.fail(f"no such assignment in {self.course.folder('source')}: {', '.join(unknown)}")
-        summary = grade_class(self.course.root, assignments, self.workers or None, self.force, self.students or None,
-                              self.progress, scheduler=self.scheduler or None)
+        try:
+            summary = grade_class(self.course.root, assignments, self.workers or None, self.force,
+                                  self.students or None, self.progress, scheduler=self.scheduler or None,
+                                  worker_wait=self.worker_wait)
+        except NoWorkerLeft as exc:
+            print(f"Stopped: {exc}", file=sys.stderr)
+            self.exit(3)
         if self.summary_file:
             path = Path(self.summary_file)
             path.parent.mkdir(parents=True, exist_ok=True)

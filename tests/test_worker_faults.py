@@ -1,0 +1,243 @@
+"""One submission's faults stay its own under the class-grading command (tools.grade_class).
+
+- A kernel that floods the grader with one signed message carrying a hundred large buffers: the message is
+  dropped where it enters the grader (autograder/kernel_relay.py), the flooder is flagged, the worker's
+  memory stays bounded, and the classmates grading beside it are graded correctly.
+- A submission whose grading kills its worker every time (simulated from outside, as the robustness tests
+  kill workers: a kernel in the sandbox cannot reach its worker) is reported failed with the reason, and the
+  classmates queued on the same worker, which Dask gives up on with it, are graded again and correctly.
+- A run whose cluster lost every worker stops with a message and a non-zero exit instead of waiting.
+
+Assignment 1's small notebooks keep it cheap.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+
+from tools import grade_class, grading
+from tools.course import COURSE, Course, tool_env
+
+A = "01-layernorm"
+MASTER = nbformat.read(COURSE.master_notebook(A), as_version=4)      # full marks
+RELEASE = nbformat.read(COURSE.release_notebook(A), as_version=4)    # no answer: zero
+
+# One message as the kernel's own session signs it, followed by a hundred buffers of 8 MB (the same block,
+# so the kernel itself holds only one): 800 MB the grader would have to hold at once.
+FLOOD = '''
+kernel = get_ipython().kernel
+block = b"x" * (8 * 2**20)
+kernel.session.send(kernel.iopub_socket, "display_data", {"data": {"text/plain": "flood"}, "metadata": {}},
+                    buffers=[block] * 100)
+'''
+FLOOD_BYTES = 100 * 8 * 2**20
+WORKER_MEMORY_BOUND = 2**30          # a grading worker's peak, interpreter and libraries included
+
+
+def master_with(code: str) -> nbformat.NotebookNode:
+    """The master's answers, with `code` run at the end of the first answer cell."""
+    notebook = copy.deepcopy(MASTER)
+    cell = next(cell for cell in notebook.cells if cell.metadata.get("nbgrader", {}).get("solution"))
+    cell.source += "\n" + code
+    return notebook
+
+
+def total(course: Path, student: str) -> tuple[float, float]:
+    scores = grading.cell_scores(course, A, student)
+    return sum(score for score, _ in scores.values()), sum(top for _, top in scores.values())
+
+
+def flags(course: Path, student: str) -> str:
+    return " ".join(grading.grader_flags(grading.autograded_notebook(course, A, student)))
+
+
+def peak_memory(pid: int) -> int:
+    """The process's peak resident memory (VmHWM), in bytes; 0 once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    line = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
+    return int(line.split()[1]) * 2**10
+
+
+def watch_workers(peaks: dict[int, int], done: threading.Event) -> None:
+    """Record the peak memory of every Dask worker process this test process started (a local cluster's)."""
+    while not done.is_set():
+        for child in psutil.Process().children():
+            try:
+                if any("multiprocessing" in part for part in child.cmdline()):
+                    peaks[child.pid] = max(peaks.get(child.pid, 0), peak_memory(child.pid))
+            except psutil.Error:
+                pass
+        done.wait(0.2)
+
+
+def launchers(root: psutil.Process) -> list[psutil.Process]:
+    """The sandbox launchers under `root`: a bwrap whose parent is not a bwrap (the one inside its PID
+    namespace is); the launcher's parent is the grading worker."""
+    found = []
+    for process in root.children(recursive=True):
+        try:
+            if process.name() == "bwrap" and process.parent().name() != "bwrap":
+                found.append(process)
+        except psutil.Error:
+            pass
+    return found
+
+
+@pytest.mark.grading
+def test_a_message_flood_is_dropped_flagged_and_costs_no_classmate(course, tmp_path_factory):
+    root = grading.copy_course(course, tmp_path_factory.mktemp("flood") / "course")
+    # The flooder first, so that a classmate waits behind it on the same worker.
+    students = {"a-flooder": master_with(FLOOD), "honest": MASTER, "honest-twin": MASTER, "no-answer": RELEASE}
+    for student, notebook in students.items():
+        grading.submit(root, student, A, notebook)
+    peaks: dict[int, int] = {}
+    done = threading.Event()
+    watcher = threading.Thread(target=watch_workers, args=(peaks, done), daemon=True)
+    watcher.start()
+    try:
+        summary = grade_class.grade_class(root, [A], workers=2, progress=False)
+    finally:
+        done.set()
+        watcher.join(5)
+    assert not summary["failed"], summary["failed"]
+    assert sorted(result["student"] for result in summary["results"]) == sorted(students)
+    assert "message limit reached" in flags(root, "a-flooder")
+    printed = json.dumps(grading.autograded_notebook(root, A, "a-flooder").cells)
+    assert "the grader dropped them" in printed                # the student sees why, in the cell
+    full = total(root, "honest")[1]
+    for student in ("honest", "honest-twin"):
+        assert total(root, student) == (full, full), student
+        assert "message limit" not in flags(root, student), student
+    assert total(root, "no-answer") == (0.0, full)
+    assert peaks, "no grading worker was watched"
+    assert max(peaks.values()) < WORKER_MEMORY_BOUND < FLOOD_BYTES + max(peaks.values()), peaks
+
+
+def kill_the_killers_worker(offender: str, killed: list, done: threading.Event) -> None:
+    """Each time the offender's grading kernel starts (its launcher works in the offender's folder), SIGKILL
+    the worker process that started it, as if the submission had made it run out of memory."""
+    while not done.is_set():
+        for launcher in launchers(psutil.Process()):
+            try:
+                if f"/{offender}/" in launcher.cwd() + "/":
+                    worker = launcher.parent()
+                    worker.kill()
+                    killed.append(worker.pid)
+            except psutil.Error:
+                pass
+        done.wait(0.2)
+
+
+@pytest.mark.grading
+def test_a_submission_that_kills_its_worker_fails_alone_and_every_classmate_is_graded(course, tmp_path_factory):
+    import dask
+
+    root = grading.copy_course(course, tmp_path_factory.mktemp("killer") / "course")
+    offender = "a-kills-its-worker"       # first in the queue, so a classmate waits behind it on its worker
+    students = {offender: MASTER, "honest": MASTER, "honest-twin": MASTER, "no-answer": RELEASE}
+    for student, notebook in students.items():
+        grading.submit(root, student, A, notebook)
+    killed: list[int] = []
+    done = threading.Event()
+    killer = threading.Thread(target=kill_the_killers_worker, args=(offender, killed, done), daemon=True)
+    killer.start()
+    try:
+        # Dask gives up on a task after one worker death beyond allowed-failures: 1 keeps the test short.
+        with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+            summary = grade_class.grade_class(root, [A], workers=2, progress=False)
+    finally:
+        done.set()
+        killer.join(5)
+    assert len(killed) >= 4, killed        # twice among the class, twice alone
+    failed = {failure["student"]: failure["error"] for failure in summary["failed"]}
+    assert list(failed) == [offender], failed
+    assert "died each time" in failed[offender] and "nothing else to grade" in failed[offender]
+    assert sorted(result["student"] for result in summary["results"]) == sorted(students)
+    full = total(root, "honest")[1]
+    for student in ("honest", "honest-twin"):
+        assert total(root, student) == (full, full), student
+    assert total(root, "no-answer") == (0.0, full)
+    assert not Course(root).path("autograded", offender, A).exists()
+
+
+def stop(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(30)
+
+
+@pytest.mark.grading
+@pytest.mark.cluster
+def test_a_run_whose_workers_are_all_gone_stops_with_a_message(course, tmp_path_factory):
+    """A `dask scheduler` with one `dask worker`; the worker (its nanny included) is killed as soon as it
+    starts grading. The command says so and exits non-zero within its --worker-wait, instead of waiting."""
+    folder = tmp_path_factory.mktemp("no-worker")
+    root = grading.copy_course(course, folder / "course")
+    grading.submit(root, "honest", A, MASTER)
+    dask = str(Path(sys.executable).with_name("dask"))
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+
+    def start(*args: str, log: str) -> subprocess.Popen:
+        with open(folder / log, "w") as handle:
+            return subprocess.Popen([dask, *args], cwd=folder, env=env, stdout=handle, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+
+    scheduler_file = folder / "scheduler.json"
+    scheduler = start("scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                      "--scheduler-file", str(scheduler_file), log="scheduler.log")
+    worker = None
+    done = threading.Event()
+    try:
+        deadline = time.monotonic() + 120
+        while not scheduler_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        address = json.loads(scheduler_file.read_text())["address"]
+        worker = start("worker", address, "--nthreads", "1", "--nworkers", "1", "--no-dashboard",
+                       "--host", "127.0.0.1", log="worker.log")
+        from distributed import Client
+
+        with Client(address) as client:
+            client.wait_for_workers(1, timeout=120)
+
+        def kill_once_grading() -> None:
+            while not done.is_set():
+                if launchers(psutil.Process(worker.pid)):
+                    stop(worker)
+                    return
+                done.wait(0.2)
+
+        killer = threading.Thread(target=kill_once_grading, daemon=True)
+        killer.start()
+        wait = 5
+        started = time.monotonic()
+        command = subprocess.run([sys.executable, "-m", "tools.grade_class", A, "--course", str(root),
+                                  "--scheduler", address, "--worker-wait", str(wait), "--no-progress"],
+                                 capture_output=True, text=True, env=tool_env(), timeout=300)
+        seconds = time.monotonic() - started
+    finally:
+        done.set()
+        for process in [worker, scheduler]:
+            if process is not None:
+                stop(process)
+    assert worker.returncode is not None
+    assert command.returncode != 0, command.stdout + command.stderr
+    assert "no grading worker left" in command.stderr, command.stderr
+    assert "rerun to grade the 1 left" in command.stderr, command.stderr
+    assert seconds < 240, seconds
