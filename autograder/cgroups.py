@@ -4,10 +4,19 @@ A per-process limit (setrlimit) lets a notebook multiply its share: three childr
 1.5 GB in /dev/shm each stay under a 4 GB address-space limit. A cgroup counts them all together, tmpfs
 pages included, and its `pids` controller caps the processes and threads.
 
-The launcher (sandboxed_kernel.py) creates the group `course-grading/<kernel id>` below its own cgroup
-and moves itself in before it starts bubblewrap, so everything the kernel starts is counted. After the
-notebook ran, the grader (course_grading.GuardedExecute) reads the group's events (a process killed for
+The launcher (sandboxed_kernel.py) creates the group `course-grading/<kernel id>@<owner>` below its own
+cgroup and moves itself in before it starts bubblewrap, so everything the kernel starts is counted. After
+the notebook ran, the grader (course_grading.GuardedExecute) reads the group's events (a process killed for
 memory, a fork refused), kills whatever is left and removes the group.
+
+The owner is the grader that started the launcher (its process id and start time): a group belongs to it
+until it removes it. Launchers run side by side (two grading workers, two courses on one machine), so a
+launcher removes only groups whose owner has gone (`sweep`), never one another grader has just made and
+not yet entered or not yet read.
+
+Whether a submission may be graded without a group is declared in grading_environment.py
+(COURSE_GRADING_CGROUPS): `required` stops the launcher with a message; `optional` falls back to the
+per-process limits, says so on the launcher's standard error, and the grader flags the submission.
 
 Works with cgroup v1 (separate `memory` and `pids` hierarchies) and v2 (one unified hierarchy with
 both controllers delegated). Where neither can be written (an unprivileged user without delegation, a
@@ -19,6 +28,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
@@ -169,23 +179,90 @@ def create(name: str, memory_bytes: int, processes: int) -> Cgroup | None:
         return None
 
 
+def started(pid: int) -> str | None:
+    """When process `pid` started (clock ticks since boot), or None if there is no such process: with its id,
+    it names one process, even after the id is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2:].split()[19]
+
+
+def owner_tag(pid: int) -> str | None:
+    start = started(pid)
+    return None if start is None else f"{pid}.{start}"
+
+
+def owner_alive(group_name: str) -> bool:
+    """Whether the grader that owns the group `<kernel id>@<pid>.<start>` still runs (a name without an owner,
+    left by an older launcher, counts as owned by no one)."""
+    _, _, tag = group_name.rpartition("@")
+    pid, _, start = tag.partition(".")
+    return bool(pid.isdigit() and start) and started(int(pid)) == start
+
+
 def find(name: str) -> Cgroup | None:
     """The group a launcher created for kernel `name`, if it exists."""
     parents = _parents()
     if parents is None:
         return None
-    dirs = {controller: parent / name for controller, parent in parents.items()}
-    return Cgroup(dirs) if all(d.is_dir() for d in dirs.values()) else None
+    dirs = {}
+    for controller, parent in parents.items():
+        found = sorted(parent.glob(f"{name}@*")) if parent.is_dir() else []
+        if not found:
+            return None
+        dirs[controller] = found[0]
+    return Cgroup(dirs)
 
 
 def sweep() -> None:
-    """Remove groups left by kernels that were killed before the grader could clean up (empty ones only)."""
+    """Remove groups whose owner has gone (a grader killed before it could clean up); empty ones only."""
     parents = _parents() or {}
     for parent in parents.values():
         if parent.is_dir():
             for child in parent.iterdir():
-                if child.is_dir():
+                if child.is_dir() and not owner_alive(child.name):
                     try:
                         child.rmdir()       # fails, harmlessly, while processes are still inside
                     except OSError:
                         pass
+
+
+class CgroupRequired(SystemExit):
+    pass
+
+
+def enter(name: str, memory_bytes: int, processes: int, required: bool | None = None,
+          owner: int | None = None) -> Cgroup | None:
+    """The launcher's step: clear groups left by graders that have gone, create the group of kernel `name` for
+    the grader `owner` (default: this process's parent, the grader that started the launcher) and move this
+    process into it. Where that fails: raise CgroupRequired with the reason if cgroups are required
+    (`required`, default grading_environment's setting), else say so on standard error and return None."""
+    if required is None:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import grading_environment
+
+        required = grading_environment.cgroups_required()
+    tag = owner_tag(os.getppid() if owner is None else owner)
+    sweep()
+    problem = None
+    group = create(f"{name}@{tag}", memory_bytes, processes) if tag else None
+    if group is None:
+        problem = "no control group can be created here (" + (
+            "no writable cgroup hierarchy with the memory and pids controllers" if _parents() is None
+            else "the course-grading group cannot be written") + ")"
+    else:
+        try:
+            group.add(os.getpid())
+        except OSError as error:
+            group.remove()
+            group, problem = None, f"this process cannot enter its control group ({error})"
+    if group is None:
+        if required:
+            raise CgroupRequired(f"course grading: {problem}, and COURSE_GRADING_CGROUPS=required: this submission "
+                                 "is not graded. Grade on a machine with cgroups, or set COURSE_GRADING_CGROUPS="
+                                 "optional to grade with per-process limits only.")
+        print(f"course grading: {problem}; COURSE_GRADING_CGROUPS=optional, so the limits are per process "
+              "(a submission's children each get their own share)", file=sys.stderr, flush=True)
+    return group

@@ -3,7 +3,8 @@
 - Intake: runs first. Refuses an oversized notebook (graded as the unanswered release), drops flags a
   student wrote into the notebook (flags are the grader's), and repairs nbgrader metadata that would
   make nbgrader's own preprocessors raise (an empty or malformed record, a copied cell's duplicate id),
-  so one student's notebook can never stop the class.
+  so one student's notebook can never stop the class. Of the files handed in beside the notebook it
+  keeps only those handins.py takes (within the limits, and shipped by the release), and notes the rest.
 - RestoreFromRelease: before nbgrader's own sanitizing, every cell the release marks (answers, tests,
   locked text) gets its nbgrader metadata back from the release, so relabelled tests (points raised, a
   test turned into an answer) cannot confuse or crash nbgrader, and deleted test or locked cells are put
@@ -57,6 +58,7 @@ from traitlets import Bool, Dict, Unicode
 
 import cgroups
 import grading_environment
+import handins
 from grading_environment import value
 from kernel_relay import KernelRelay
 
@@ -150,9 +152,28 @@ class Intake(NbGraderPreprocessor):
             if cell.get("id") in seen_cell_ids:            # a copied cell's nbformat id
                 cell["id"] = secrets.token_hex(4)
             seen_cell_ids.add(cell.get("id"))
+        handed_in = self.take_handed_in_files(resources)
+        if handed_in:
+            nb.cells.insert(0, nbformat.v4.new_markdown_cell(handins.note(handed_in)))
+        flags += handed_in
         if flags:
             nb.metadata[FLAGS] = {"flags": flags}          # read back by GuardedExecute
         return nb, resources
+
+    def take_handed_in_files(self, resources) -> list[str]:
+        """Apply handins.py's rule: remove from the autograded folder (the kernel's working folder, which nbgrader
+        filled with every file handed in) what is not taken; returns the flags."""
+        coursedir, info = course_directory(self), resources["nbgrader"]
+        found = handins.survey(Path(coursedir.format_path(coursedir.submitted_directory, info["student"], info["assignment"])),
+                               Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])))
+        graded = Path(coursedir.format_path(coursedir.autograded_directory, info["student"], info["assignment"]))
+        source = Path(coursedir.format_path(coursedir.source_directory, ".", info["assignment"]))
+        for name in [*found.left_out, handins.MANIFEST]:
+            path = graded / name
+            # nbgrader copies the master's own files after the student's: those stay.
+            if (path.is_file() or path.is_symlink()) and not (source / name).exists():
+                path.unlink()
+        return found.flags()
 
 
 class RestoreFromRelease(NbGraderPreprocessor):
@@ -334,7 +355,9 @@ class GuardedExecute(Execute):
         """Read what the submission's cgroup saw, then make sure nothing of it survives."""
         group = cgroups.find(self._kernel_id) if self._kernel_id else None
         if group is None:
-            self.log.info("no cgroup for kernel %s (limits were per process)", self._kernel_id)
+            self.log.warning("no cgroup for kernel %s (limits were per process)", self._kernel_id)
+            if self.sandbox and self._kernel_id:     # COURSE_GRADING_CGROUPS=optional let the kernel start
+                add_flag(resources, "limits per process only: no cgroup could be created for this submission")
             return
         events = group.events()
         group.remove()

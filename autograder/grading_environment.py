@@ -1,5 +1,6 @@
 """The grading environment, declared in one place: what one graded submission may take from the machine
-(the limits), what its kernel sees (hidden and readable paths, the environment variables it keeps), how the
+(the limits), what its kernel sees (the readable paths, everything else being absent; the environment
+variables it keeps), how the
 kernel starts (the sandbox's kernelspec) and what the tamper guard watches.
 
 nbgrader_config.py, the grading plugins (course_grading.py) and the sandbox launcher (sandboxed_kernel.py)
@@ -59,6 +60,11 @@ LIMITS = [
           "keeps the grader's memory and every feedback page small, whatever a notebook prints"),
     Limit("COURSE_GRADING_NOTEBOOK_MB", 5, "MB", "size of a submitted notebook at intake",
           "the released notebooks are under 100 KB; a larger file is refused (graded as the release)"),
+    Limit("COURSE_GRADING_HANDIN_FILES", 20, "", "files handed in beside the notebooks, counted at intake",
+          "the releases ship only their notebooks; over the limit, none of the other files is read (flagged)"),
+    Limit("COURSE_GRADING_HANDIN_MB", 20, "MB", "size of the files handed in beside the notebooks, at intake",
+          "a student's notes are a few KB; over the limit, none of them is read (flagged). Files the release "
+          "does not ship are never graded or copied to autograded/ in any case"),
     Limit("COURSE_GRADING_MESSAGE_MB", 32, "MB", "one message from the kernel, all its parts and buffers together",
           "an output is kept only up to the output limits, so this passes a print flood's messages on to be "
           "truncated with a note, and drops a bigger message before the grader holds it"),
@@ -92,6 +98,19 @@ def sandbox_enabled() -> bool:
     return os.environ.get(SANDBOX_VARIABLE, "1") != "0"
 
 
+CGROUPS_VARIABLE = "COURSE_GRADING_CGROUPS"
+
+
+def cgroups_required() -> bool:
+    """COURSE_GRADING_CGROUPS=required: a submission whose kernel cannot get a control group (cgroups.py) is not
+    graded, with a message. `optional` (the default, so that grading works for a user without cgroup
+    delegation): such a kernel gets per-process limits only, and the submission is flagged."""
+    setting = os.environ.get(CGROUPS_VARIABLE, "optional")
+    if setting not in ("required", "optional"):
+        raise ValueError(f"{CGROUPS_VARIABLE} is {setting!r}; it must be 'required' or 'optional'")
+    return setting == "required"
+
+
 # The kernel every submission runs in, as a Jupyter kernelspec. It is not installed anywhere: the grader
 # hands it to the kernel manager (course_grading.SandboxKernelSpecs), with {resource_dir} the course's
 # autograder folder, so every copy of the course starts its own launcher and nothing is written to disk.
@@ -118,23 +137,35 @@ def kernel_arguments(autograder: Path) -> list[str]:
             f"--IPKernelApp.exec_files={[str(autograder / STARTUP_FILE)]}"]
 
 
-def hidden_paths(autograder: Path) -> list[str]:
-    """Folders the kernel sees empty: this course (its gradebook, masters and submissions), the checkout the
-    course's code comes from (its .git, its masters), the homes and /run (sockets such as a database's).
-    /tmp is replaced by a private tmpfs as well (sandboxed_kernel.base_argv)."""
+# What the kernel's file system holds: it is built from nothing (sandboxed_kernel.base_argv), so a path is
+# visible only if it is named here, or is the Python environment the kernel runs (found where it lives).
+# The system's programs and libraries, read-only (where /bin or /lib is a link into /usr, the link is made):
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# The few files of /etc a Python process reads: the dynamic loader's cache and configuration, the time zone.
+# /etc/passwd and /etc/group are written for the sandbox (its users only, with the working folder as home).
+SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives",
+                "/etc/fonts",       # fontconfig's configuration, which Matplotlib's image writers load
+                # PyTorch's cpuinfo reads how many processors there are from here (it complains without it)
+                "/sys/devices/system/cpu")
+
+
+def readable_paths(autograder: Path) -> list[str]:
+    """The course's only files the kernel may read (read-only): the start-up file, and this file, which the
+    guard reads its watch list from."""
+    return [str(Path(autograder) / STARTUP_FILE), str(Path(autograder) / Path(__file__).name)]
+
+
+def never_readable(autograder: Path) -> list[str]:
+    """Folders that stay empty in the kernel even where one lies inside a readable path (a course kept under
+    /usr/local, say): this course (its gradebook, masters and submissions), the checkout its code comes from
+    (its .git, its masters) and the homes. Only the Python environment is mounted back inside them."""
     import importlib.util
 
     paths = [str(Path(autograder).resolve().parent)]
     reference = importlib.util.find_spec("gptcourse")
     if reference is not None and reference.submodule_search_locations:
         paths.append(str(Path(list(reference.submodule_search_locations)[0]).resolve().parent))
-    return [*paths, os.path.expanduser("~"), "/home", "/root", "/run"]
-
-
-def readable_paths(autograder: Path) -> list[str]:
-    """The course's files the kernel may read (read-only) inside the hidden course: the start-up file, and
-    this file, which the guard reads its watch list from."""
-    return [str(Path(autograder) / STARTUP_FILE), str(Path(autograder) / Path(__file__).name)]
+    return [*paths, os.path.expanduser("~"), "/home", "/root"]
 
 
 # --- what the tamper guard watches (kernel_startup.py) --------------------------------------------------

@@ -10,16 +10,25 @@ What the kernel gets, and why:
 - **A scratch copy of its folder.** The kernel works in `/tmp/submission`, a copy of the regular files
   of the student's autograded folder (links and special files are not copied), on a private tmpfs of
   limited size. Nothing it writes reaches the autograded folder, which nbgrader writes afterwards.
-- **Nothing of the course.** The course root, the code repository (its `.git` included), every home
-  folder, `/run` and `/tmp` are replaced by empty folders; only the Python environment, the kernel's
-  start-up file, grading_environment.py (the guard's watch list) and the connection file are mounted
-  back, read-only, and the kernel's socket folder read-write. The course's reference module `gptcourse`
-  is replaced by a stub whose import fails with a message naming the rule.
+- **An allow-list, not a deny-list.** bwrap's root starts empty; mounted into it, read-only, are only the
+  system's programs and libraries and the few /etc files Python needs (grading_environment.SYSTEM_PATHS
+  and SYSTEM_FILES), the Python environment's own folders wherever it lives (python_paths), the kernel's
+  start-up file, grading_environment.py (the guard's watch list) and the connection file; /etc/passwd is
+  written for the sandbox. Nothing else of the machine exists in it: not the course, wherever it lives,
+  its checkout, the exchange, a home. The course, its checkout and the homes are emptied again should one
+  lie inside an allowed folder (never_readable). The course's reference module `gptcourse` is replaced by
+  a stub whose import fails with a message naming the rule.
+- **Writes only inside the limits.** The root and /dev are remounted read-only once every mount point is
+  made; the kernel writes only to its size-limited /tmp and /dev/shm, and its sockets live in a 64 KB
+  tmpfs of their own at the path the connection file names. The grader reaches them through links in its
+  own socket folder to /proc/PID/root of the sandbox (made by a short-lived child of this launcher, told
+  the sandbox's first process by bwrap's --info-fd), so the grader's folder is never visible inside.
 - **No network**, no capabilities, a new session (no terminal to inject keys into).
-- **Limits for the whole submission** (grading_environment.py): a cgroup for memory and processes where the
-  machine allows one (cgroups.py), size-limited tmpfs for files, and per-process rlimits as a backstop.
+- **Limits for the whole submission** (grading_environment.py): a cgroup for memory and processes
+  (cgroups.enter: required or optional, as COURSE_GRADING_CGROUPS says), size-limited tmpfs for files, and
+  per-process rlimits as a backstop.
 
-What is hidden, what is readable and which environment variables pass are declared in
+What is readable and which environment variables pass are declared in
 grading_environment.py, for the course this file belongs to; this launcher applies them.
 
 `check()` starts a trivial sandbox with the same options; nbgrader_config.py calls it so that grading
@@ -51,16 +60,14 @@ NAMESPACES = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"
               "--new-session", "--die-with-parent", "--cap-drop", "ALL"]
 
 
-def hidden_paths() -> list[str]:
-    """The folders grading_environment.hidden_paths names that exist, resolved: the kernel sees them empty.
-    /tmp is replaced by base_argv()."""
+def masked_paths() -> list[str]:
+    """The folders grading_environment.never_readable names that exist, resolved."""
     existing = []
-    for path in grading_environment.hidden_paths(HERE):
+    for path in grading_environment.never_readable(HERE):
         real = os.path.realpath(path)
         if os.path.isdir(real) and real != "/" and real not in existing:
             existing.append(real)
-    # Parents before children, so a folder hidden inside another hidden one is mounted over it.
-    return sorted(existing, key=lambda p: p.count("/"))
+    return existing
 
 
 def python_paths() -> list[str]:
@@ -100,20 +107,68 @@ def copy_in(folder: str, budget: int) -> tuple[list[str], list[int]]:
     return argv, fds
 
 
-def base_argv() -> list[str]:
-    """The file system every sandbox gets: the machine read-only, private /tmp, /dev/shm and /proc."""
+def data(text: str) -> int:
+    """A file descriptor bwrap reads `text` from (--ro-bind-data); inherited across exec."""
+    read, write = os.pipe()
+    os.write(write, text.encode())       # a few hundred bytes: far below a pipe's buffer
+    os.close(write)
+    os.set_inheritable(read, True)
+    return read
+
+
+def users() -> tuple[str, str]:
+    """/etc/passwd and /etc/group of the sandbox: root and the grader's user, both at home in the working folder
+    (the machine's own list names its users and their homes)."""
+    uid, gid = os.getuid(), os.getgid()
+    passwd = [f"root:x:0:0:root:{WORK}:/usr/sbin/nologin"]
+    group = ["root:x:0:"]
+    if uid:
+        passwd.append(f"student:x:{uid}:{gid}:student:{WORK}:/usr/sbin/nologin")
+    if gid:
+        group.append(f"student:x:{gid}:")
+    return "\n".join(passwd) + "\n", "\n".join(group) + "\n"
+
+
+def base_argv() -> tuple[list[str], list[int]]:
+    """The file system every sandbox gets, built from nothing (bwrap's root is an empty tmpfs): the system's
+    programs and libraries and the Python environment read-only, private size-limited /tmp and /dev/shm,
+    /dev and /proc; no other path of the machine exists in it. Returns bwrap's arguments and the file
+    descriptors they name."""
     disk = int(value("COURSE_GRADING_DISK_MB") * 2**20)
-    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    hidden = hidden_paths()
-    for path in hidden:
-        argv += ["--tmpfs", path]
-    # Files written by the submission: one size-limited tmpfs for /tmp (the working folder lives there;
-    # other kernels' files are not visible), a small one for /dev/shm. Both count as memory in the cgroup.
-    argv += ["--size", str(disk), "--tmpfs", "/tmp", "--size", str(min(disk, 256 * 2**20)), "--tmpfs", "/dev/shm"]
-    for path in python_paths():
-        if inside(path, [*hidden, "/tmp"]):
+    argv, fds = ["bwrap"], []
+    for path in [*grading_environment.SYSTEM_PATHS, *grading_environment.SYSTEM_FILES]:
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]     # /bin -> usr/bin on a merged /usr
+        elif os.path.exists(path):
             argv += ["--ro-bind", path, path]
-    return argv
+    for path, text in zip(("/etc/passwd", "/etc/group"), users()):
+        fds.append(data(text))
+        argv += ["--ro-bind-data", str(fds[-1]), path]
+    argv += ["--dev", "/dev", "--proc", "/proc"]
+    # Files written by the submission: one size-limited tmpfs for /tmp (the working folder lives there), a
+    # small one for /dev/shm. Both count as memory in the cgroup.
+    argv += ["--size", str(disk), "--tmpfs", "/tmp", "--size", str(min(disk, 256 * 2**20)), "--tmpfs", "/dev/shm"]
+    # The Python environment wherever it lives, only its own folders (a venv inside the course's checkout
+    # brings nothing else of the checkout); parents first, so a folder inside another is mounted over it.
+    python = sorted(python_paths(), key=lambda p: p.count("/"))
+    masked = masked_paths()
+    for path in python:
+        if not inside(path, [*python[:python.index(path)], *grading_environment.SYSTEM_PATHS]):
+            argv += ["--ro-bind", path, path]
+    # Belt and braces: the course, its checkout and the homes stay empty even where one lies inside a
+    # readable path (a tmpfs of one page: mount points can still be made in it, and nothing of size written);
+    # the Python environment inside one of them is mounted back.
+    for path in masked:
+        if inside(path, [*grading_environment.SYSTEM_PATHS, *python]):
+            argv += ["--size", "4096", "--tmpfs", path]
+            argv += [arg for inner in python if inside(inner, [path]) for arg in ("--ro-bind", inner, inner)]
+    return argv, fds
+
+
+def closed_argv() -> list[str]:
+    """The last options: nothing the submission can write outside its size-limited folders (the root and /dev
+    are tmpfs without a size limit, read-only once every mount point is made)."""
+    return ["--remount-ro", "/dev", "--remount-ro", "/"]
 
 
 def rule_stubs() -> list[str]:
@@ -143,12 +198,17 @@ def set_rlimits(memory: int, group: cgroups.Cgroup | None) -> None:
 
 def check() -> str | None:
     """None if a sandbox starts here; otherwise what went wrong, for the instructor."""
+    argv, fds = base_argv()
     try:
-        result = subprocess.run([*base_argv(), *NAMESPACES, "--", "true"], capture_output=True, text=True, timeout=30)
+        result = subprocess.run([*argv, *closed_argv(), *NAMESPACES, "--", "true"], capture_output=True, text=True,
+                                timeout=30, pass_fds=fds)
     except FileNotFoundError:
         return "bubblewrap is not installed (apt-get install bubblewrap)"
     except subprocess.TimeoutExpired:
         return "bubblewrap did not start within 30 s"
+    finally:
+        for fd in fds:
+            os.close(fd)
     if result.returncode:
         return (f"bubblewrap cannot create its namespaces here ({result.stderr.strip() or result.returncode}). "
                 "In a container, run it with user namespaces allowed (for example `docker run --privileged`, "
@@ -156,34 +216,69 @@ def check() -> str | None:
     return None
 
 
+SOCKET_FOLDER_BYTES = 64 * 2**10     # sockets take no space; a tmpfs this small holds nothing else of size
+
+
+def socket_argv(connection: dict) -> list[str]:
+    """The kernel's sockets, in a tiny tmpfs of their own inside the sandbox at the path the connection file
+    names (so the kernel's view of its connection is unchanged): nothing written there escapes the limits."""
+    if connection.get("transport") != "ipc":
+        return []
+    return ["--size", str(SOCKET_FOLDER_BYTES), "--tmpfs", os.path.dirname(os.path.abspath(connection["ip"]))]
+
+
+def link_sockets(connection: dict, info: int) -> None:
+    """In a child of the launcher: once bwrap says which process is the sandbox's first (--info-fd), link each of
+    the kernel's socket paths in the grader's folder to the socket inside the sandbox, through that process's
+    root (/proc/PID/root). The grader connects through the links; the sandbox never sees the grader's folder."""
+    text = b""
+    while b"}" not in text:
+        chunk = os.read(info, 4096)
+        if not chunk:
+            return                                  # bwrap failed before it started the sandbox
+        text += chunk
+    child = json.loads(text[:text.index(b"}") + 1])["child-pid"]
+    ip = os.path.abspath(connection["ip"])
+    for key in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"):
+        path = f"{ip}-{connection[key]}"
+        os.symlink(f"/proc/{child}/root{path}", path)
+
+
 def main(arguments: list[str]) -> None:
     connection_file = os.path.abspath(arguments[0])
     connection = json.load(open(connection_file))
     memory = int(value("COURSE_GRADING_MEMORY_GB") * 2**30)
 
-    cgroups.sweep()
-    name = Path(connection_file).stem                 # the grader finds the group by the kernel's id
-    group = cgroups.create(name, memory, int(value("COURSE_GRADING_PROCESSES")))
-    if group is not None:
-        group.add(os.getpid())                        # bwrap and everything below it inherit the group
+    group = cgroups.enter(Path(connection_file).stem, memory, int(value("COURSE_GRADING_PROCESSES")))
     set_rlimits(memory, group)
 
-    argv = base_argv()
-    files, fds = copy_in(os.getcwd(), int(value("COURSE_GRADING_DISK_MB") * 2**20) // 2)
+    argv, fds = base_argv()
+    files, copied = copy_in(os.getcwd(), int(value("COURSE_GRADING_DISK_MB") * 2**20) // 2)
     argv += files
+    fds += copied
     for path in [*grading_environment.readable_paths(HERE), connection_file]:
         argv += ["--ro-bind", path, path]
     argv += rule_stubs()
-    if connection.get("transport") == "ipc":           # the kernel's sockets: a folder of their own
-        sockets = os.path.dirname(os.path.abspath(connection["ip"]))
-        argv += ["--bind", sockets, sockets]
+    argv += socket_argv(connection)
+    argv += closed_argv()
     argv += ["--clearenv"]
     for key in grading_environment.KEPT_ENVIRONMENT:
         if key in os.environ:
             argv += ["--setenv", key, os.environ[key]]
-    argv += ["--setenv", "HOME", WORK, "--setenv", "TMPDIR", "/tmp", "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib",
-             "--setenv", "PYTHONNOUSERSITE", "1", "--chdir", WORK]
-    argv += [*NAMESPACES, "--", sys.executable, "-m", "ipykernel_launcher", "-f", connection_file, *arguments[1:]]
+    argv += ["--setenv", "HOME", WORK, "--setenv", "TMPDIR", "/tmp",
+             "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib", "--setenv", "PYTHONNOUSERSITE", "1", "--chdir", WORK]
+    if connection.get("transport") == "ipc":
+        info, told = os.pipe()
+        if os.fork() == 0:                          # the linker: gone as soon as the links are made
+            os.close(told)
+            try:
+                link_sockets(connection, info)
+            finally:
+                os._exit(0)
+        os.close(info)
+        os.set_inheritable(told, True)
+        argv += ["--info-fd", str(told)]
+    argv += [*NAMESPACES, "--", os.path.abspath(sys.executable), "-m", "ipykernel_launcher", "-f", connection_file, *arguments[1:]]
     os.execvp("bwrap", argv)
 
 

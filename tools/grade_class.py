@@ -286,9 +286,9 @@ def unreadable_timestamp(course: Course, unit: Unit) -> Result | None:
 
 
 def submitted_files(course: Course, unit: Unit) -> dict[str, tuple[bytes, int]]:
-    from tools.grading_kit import read_folder
+    from tools.grading_kit import handed_in_files
 
-    return read_folder(course.path("submitted", unit.student, unit.assignment))
+    return handed_in_files(course, unit.assignment, unit.student)
 
 
 def grade_class(root: Path, assignments: list[str], workers: int | None = None, force: bool = False,

@@ -138,6 +138,22 @@ def read_folder(folder: Path) -> dict[str, tuple[bytes, int]]:
     return files
 
 
+def handed_in_files(course: Course, assignment: str, student: str) -> dict[str, tuple[bytes, int]]:
+    """What a task carries of a student's hand-in: only the files the course's intake rule takes (autograder/
+    handins.py; an oversized or crowded hand-in costs a listing, never a read), plus the rule's manifest of
+    the files left out, so the worker's intake flags the submission as nbgrader autograde would."""
+    import json
+
+    handins = course.autograder_module("handins")
+    folder = course.path("submitted", student, assignment)
+    found = handins.survey(folder, course.path("release", ".", assignment))
+    files = {name: ((folder / name).read_bytes(), (folder / name).stat().st_mode & 0o777) for name in found.taken}
+    if found.beside:
+        left = [[name, found.beside[name]] for name in sorted(found.beside) if name not in found.taken]
+        files[handins.MANIFEST] = (json.dumps(left).encode(), 0o644)
+    return files
+
+
 def write_folder(folder: Path, files: dict[str, tuple[bytes, int]]) -> None:
     """Write files read by read_folder under `folder` (a new folder), with their modes."""
     for name, (content, mode) in files.items():
