@@ -77,6 +77,7 @@ def test_the_small_slice_overfits_and_the_whole_text_does_not(values):
     """What the figure's alt text and the prose say: curves together on the whole text; on the slice,
     the training loss keeps falling while the validation loss turns up from its minimum."""
     assert abs(values["full_gap"]) < 0.15
+    assert float(values["full_passes"]) < 1                # "sees each token less than once"
     assert values["small_gap"] > 1.0
     assert values["small_val_rise"] > 0.1
     assert values["small_best_step"] < values["general_steps"]
@@ -88,6 +89,7 @@ def test_floors_fall_on_training_text_and_the_model_beats_the_unigram(values):
     assert float(values["trigram_val"]) > float(values["bigram_val"])      # long counts do not generalize
     assert float(values["k3_val"]) > float(values["trigram_val"])
     assert values["model_val_value"] < values["unigram_val_value"] - 0.5
+    assert values["k3_unseen_value"] > 0.1                 # many long contexts of new text are new
     relation = "above" if values["model_val_value"] > values["bigram_val_value"] else "below"
     assert values["model_vs_bigram"] == relation
 
