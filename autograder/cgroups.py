@@ -9,8 +9,8 @@ cgroup and moves itself in before it starts bubblewrap, so everything the kernel
 the notebook ran, the grader (course_grading.GuardedExecute) reads the group's events (a process killed for
 memory, a fork refused), kills whatever is left and removes the group.
 
-The owner is the grader that started the launcher (its process id and start time): a group belongs to it
-until it removes it. Launchers run side by side (two grading workers, two courses on one machine), so a
+The owner is the grader that started the launcher (its process id, start time and PID namespace): a group
+belongs to it until it removes it. Launchers run side by side (two grading workers, two courses on one machine), so a
 launcher removes only groups whose owner has gone (`sweep`), never one another grader has just made and
 not yet entered or not yet read.
 
@@ -189,16 +189,29 @@ def started(pid: int) -> str | None:
     return stat[stat.rindex(")") + 2:].split()[19]
 
 
+def pid_namespace() -> str:
+    """This process's PID namespace: process ids mean something only inside it (containers sharing one cgroup
+    hierarchy each have their own)."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "0"
+
+
 def owner_tag(pid: int) -> str | None:
     start = started(pid)
-    return None if start is None else f"{pid}.{start}"
+    return None if start is None else f"{pid}.{start}.{pid_namespace()}"
 
 
 def owner_alive(group_name: str) -> bool:
-    """Whether the grader that owns the group `<kernel id>@<pid>.<start>` still runs (a name without an owner,
-    left by an older launcher, counts as owned by no one)."""
+    """Whether the grader that owns the group `<kernel id>@<pid>.<start>.<pid namespace>` may still run. A group
+    of another PID namespace is never judged from here (its owner's id means nothing in ours); a name without
+    an owner, left by an older launcher, counts as owned by no one."""
     _, _, tag = group_name.rpartition("@")
-    pid, _, start = tag.partition(".")
+    pid, _, rest = tag.partition(".")
+    start, _, namespace = rest.partition(".")
+    if namespace and namespace != pid_namespace():
+        return True
     return bool(pid.isdigit() and start) and started(int(pid)) == start
 
 

@@ -241,15 +241,19 @@ def test_a_launchers_sweep_never_removes_another_graders_fresh_group():
     alive, so its group stays; a group whose grader has gone is removed."""
     name = f"race-{secrets.token_hex(4)}"
     fresh = cgroups.create(f"{name}-a@{cgroups.owner_tag(os.getpid())}", 2**30, 64)
-    orphan = cgroups.create(f"{name}-b@{gone_process()}.1", 2**30, 64)
+    orphan = cgroups.create(f"{name}-b@{gone_process()}.1.{cgroups.pid_namespace()}", 2**30, 64)
+    # a container beside this one, sharing the hierarchy: its process ids mean nothing here
+    neighbour = cgroups.create(f"{name}-c@{gone_process()}.1.4026531836999", 2**30, 64)
     try:
-        assert fresh is not None and orphan is not None
+        assert None not in (fresh, orphan, neighbour)
         cgroups.sweep()                                  # what launcher B does first
         assert cgroups.find(f"{name}-a") is not None, "another launcher's fresh group was removed"
+        assert cgroups.find(f"{name}-c") is not None, "another PID namespace's group was judged from this one"
         assert cgroups.find(f"{name}-b") is None, "a group whose grader has gone was kept"
     finally:
-        fresh.remove()
-        orphan.remove()
+        for group in (fresh, orphan, neighbour):
+            if group is not None:
+                group.remove()
 
 
 def test_where_cgroups_are_required_a_launcher_without_one_stops_with_a_message(monkeypatch, capsys):
