@@ -6,7 +6,9 @@ Tiers, as markers (registered in pyproject.toml; `pytest -m quick` is the develo
 - `quick`: needs no notebook execution, no grading, no site build (a guard below keeps it so);
 - `lessons`: reads executed notebooks; `site`: reads the built site; `browser`: drives Chromium;
   `grading`: grades with nbgrader; `lab`: drives JupyterLab. A test using the `executions` fixture is
-  marked `lessons`, and one using `site` is marked `site`, whether or not its module says so.
+  marked `lessons`, one using `site` is marked `site`, and one using a grading fixture (`course`, `graded`,
+  `mutants`, `stock`) is marked `grading`, whether or not its module says so. tests/markers.py fails any
+  test that grades, executes notebooks or starts a browser without the marker that says so.
 
 A test that reads an executed notebook names it: `pytest.mark.notebooks("book/01-layernorm.md")` (the
 lesson modules put it in their `pytestmark`); a test of the site needs every lesson. The session fixture
@@ -25,11 +27,12 @@ import pytest
 
 from tools.course import COURSE
 
-pytest_plugins = ["tests.grading_fixtures"]
+pytest_plugins = ["tests.grading_fixtures", "tests.markers"]
 
 NEEDED = pytest.StashKey[list]()
 # Fixtures a quick test may not use: each executes notebooks, builds the site or grades.
-EXPENSIVE = {"executions", "site", "course", "graded"}
+EXPENSIVE = {"executions", "site", "course", "graded", "mutants", "stock"}
+GRADING = {"course", "graded", "mutants", "stock"}        # the session fixtures that grade (tests/grading_fixtures.py)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -41,6 +44,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.lessons)
         if "site" in names:
             item.add_marker(pytest.mark.site)
+        if names & GRADING:
+            item.add_marker(pytest.mark.grading)
         if item.get_closest_marker("quick") and names & EXPENSIVE:
             raise pytest.UsageError(f"{item.nodeid} is marked quick but uses {sorted(names & EXPENSIVE)}")
 
