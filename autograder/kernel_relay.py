@@ -173,13 +173,15 @@ class KernelRelay:
     def close(self) -> None:
         self._closing = True
         self._thread.join(5)
-        for pair in list(self._pairs.values()):
-            self._close_pair(pair)
-        for listener in self._listeners:
-            listener.close()
-        self._selector.close()
-        if self.folder:
-            shutil.rmtree(self.folder, ignore_errors=True)
+        try:
+            for pair in set(self._pairs.values()):      # each pair is there under both of its ends
+                self._close_pair(pair)
+            for listener in self._listeners:
+                listener.close()
+            self._selector.close()
+        finally:
+            if self.folder:
+                shutil.rmtree(self.folder, ignore_errors=True)
 
     # --- the thread ---------------------------------------------------------------------------------------
 
@@ -241,6 +243,8 @@ class KernelRelay:
 
     def _watch(self, end: socket.socket, events: int) -> None:
         """Select `end` for `events` (none: not at all)."""
+        if end.fileno() < 0:
+            return                                  # closed already
         try:
             if events:
                 self._selector.modify(end, events)
