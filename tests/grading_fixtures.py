@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from tools import grading, stock_nbgrader
+from tools import grading, mutation_grading, stock_nbgrader
 from tools.course import COURSE
 
 
@@ -16,40 +17,111 @@ from tools.course import COURSE
 def course(tmp_path_factory):
     """A scratch course after `nbgrader generate_assignment` of every assignment."""
     course = grading.make_course(tmp_path_factory.mktemp("course"))
-    for assignment in COURSE.assignments():
-        grading.nbgrader(course, "generate_assignment", assignment, "--force")
+    grading.generate_assignments(course, COURSE.assignments())
     return course
 
 
 @dataclass
 class GradedClass:
-    """The known submissions of each assignment (the master, the untouched release, every catalog
-    variant, each handed in by its own student), graded by the course's grading engine (tools.grade_class,
-    as instructors run it) in a course of their own. An assignment is graded the first time a test asks
-    for it, so running one assignment's tests grades only that assignment."""
+    """Known submissions of each assignment graded by the course's grading engine (tools.grade_class, as
+    instructors run it) in a course of their own: each assignment's engine sample (grading.engine_sample:
+    the master, the untouched release, a few bugs, alternatives and copies). The first test that asks has
+    the samples of every assignment this run's selected tests need graded in one run of the engine (one
+    local cluster), so running one assignment's tests grades only that assignment. A test asking for
+    another known submission has it graded then. The whole catalog is graded by the fast path
+    (`mutants`), which a test holds equal to this class on the sample."""
 
     course: Path
+    wanted: list[str] = field(default_factory=list)      # the assignments this run's tests need
     summaries: dict[str, dict] = field(default_factory=dict)
+    students: set[str] = field(default_factory=set)
+    cache: dict = field(default_factory=dict)
 
     def grade(self, assignment: str) -> dict:
-        """The engine's summary of grading `assignment`'s class (graded now if no test asked before)."""
+        """The engine's summary of grading `assignment`'s sample (graded now if no test asked before)."""
         if assignment not in self.summaries:
-            self.summaries[assignment] = grading.grade_submissions(self.course, grading.known_submissions(assignment))
+            batch = [name for name in dict.fromkeys([assignment, *self.wanted]) if name not in self.summaries]
+            sample = [submission for name in batch for submission in grading.engine_sample(name)]
+            summary = grading.grade_submissions(self.course, sample)
+            for name in batch:
+                self.summaries[name] = {**summary, **{key: [r for r in summary[key] if r["assignment"] == name]
+                                                      for key in ("results", "failed")}}
+            self.students.update(submission.student for submission in sample)
         return self.summaries[assignment]
 
-    def scores(self, assignment: str, student: str) -> dict[str, tuple[float, float]]:
+    def ensure(self, assignment: str, student: str) -> None:
         self.grade(assignment)
-        return grading.cell_scores(self.course, assignment, student)
+        if student not in self.students:
+            known = [s for s in grading.known_submissions(assignment) if s.student == student]
+            if not known:
+                raise KeyError(f"{student} is not a known submission of {assignment}")
+            grading.grade_submissions(self.course, known)
+            self.students.add(student)
+
+    def scores(self, assignment: str, student: str) -> dict[str, tuple[float, float]]:
+        if ("scores", assignment, student) not in self.cache:
+            self.ensure(assignment, student)
+            self.cache["scores", assignment, student] = grading.cell_scores(self.course, assignment, student)
+        return dict(self.cache["scores", assignment, student])
 
     def feedback(self, assignment: str, student: str) -> nbformat.NotebookNode:
-        self.grade(assignment)
-        return grading.autograded_notebook(self.course, assignment, student)
+        if ("feedback", assignment, student) not in self.cache:
+            self.ensure(assignment, student)
+            self.cache["feedback", assignment, student] = grading.autograded_notebook(self.course, assignment, student)
+        return copy.deepcopy(self.cache["feedback", assignment, student])
+
+
+GRADED_ASSIGNMENTS = pytest.StashKey[list]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    """The assignments whose engine samples the selected tests read (their `assignment` parameter, or the
+    assignment of their catalog variant; the stock comparison's for any other test of `graded`)."""
+    wanted = []
+    for item in session.items:
+        if "graded" not in getattr(item, "fixturenames", ()):
+            continue
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        found = [value if isinstance(value, str) else value.assignment for key, value in params.items()
+                 if key == "assignment" or isinstance(value, grading.Variant)]
+        wanted += found or [STOCK_ASSIGNMENT]
+    session.config.stash[GRADED_ASSIGNMENTS] = [a for a in COURSE.assignments() if a in wanted]
 
 
 @pytest.fixture(scope="session")
-def graded(course, tmp_path_factory):
-    """The class of known submissions, graded assignment by assignment as the tests ask."""
-    return GradedClass(grading.copy_course(course, tmp_path_factory.mktemp("graded") / "course"))
+def graded(course, tmp_path_factory, request):
+    """The engine's class of known submissions, graded in one run when a test first asks."""
+    return GradedClass(grading.copy_course(course, tmp_path_factory.mktemp("graded") / "course"),
+                       request.config.stash.get(GRADED_ASSIGNMENTS, []))
+
+
+@dataclass
+class Mutants:
+    """Every known submission of each assignment (the whole catalog), graded by the fast path
+    (tools.mutation_grading: one process per assignment, as autograde scores them), the first time a test
+    asks for the assignment. The same interface as GradedClass."""
+
+    course: Path                              # the scratch course whose masters and releases the engine uses
+    results: dict[str, dict] = field(default_factory=dict)
+
+    def grade(self, assignment: str) -> dict[str, tuple]:
+        if assignment not in self.results:
+            self.results[assignment] = mutation_grading.grade_known(
+                assignment, grading.known_submissions(assignment), course=self.course)
+        return self.results[assignment]
+
+    def scores(self, assignment: str, student: str) -> dict[str, tuple[float, float]]:
+        return self.grade(assignment)[student][0]
+
+    def feedback(self, assignment: str, student: str) -> nbformat.NotebookNode:
+        return self.grade(assignment)[student][1]
+
+
+@pytest.fixture(scope="session")
+def mutants(course):
+    """The catalog graded by the fast path (trusted code: no sandbox, no kernel per variant)."""
+    return Mutants(course)
 
 
 # --- stock nbgrader, the reference the engine is compared with ---------------------------------------------

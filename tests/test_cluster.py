@@ -1,9 +1,9 @@
 """Grading a class on a real Dask cluster: `dask scheduler` and two `dask worker` processes over TCP.
 
 The workers run from an empty folder with the pinned environment and nothing of the course on their path,
-as on a lab machine: the kit and the task bring everything. The class mixes the known submissions of the
-cheapest assignment (the master, the release, every catalog bug and alternative) with hostile ones from
-the robustness suite. One worker is killed (the whole `dask worker` process group, nanny included) once
+as on a lab machine: the kit and the task bring everything. The class mixes known submissions of the
+cheapest assignment (the engine's sample, grading.engine_sample: the master, the release, a few catalog bugs,
+alternatives and copies) with hostile ones from the robustness suite. One worker is killed (the whole `dask worker` process group, nanny included) once
 the first result is in: the run still grades every submission exactly once, and the grades, comments and
 feedback equal the engine's on a local cluster (the session's `graded` class) and stock nbgrader's.
 """
@@ -109,7 +109,7 @@ def kill_worker_after_first_result(course: Course, worker: subprocess.Popen, stu
 @pytest.fixture(scope="module")
 def cluster_class(cluster, course, tmp_path_factory):
     root = grading.copy_course(course, tmp_path_factory.mktemp("cluster-class") / "course")
-    known = grading.known_submissions(A)
+    known = grading.engine_sample(A)        # what the session's engine grades too (tests/grading_fixtures.py)
     hostile = [grading.Submission(student, A, notebook) for student, notebook in HOSTILE.items()]
     grading.hand_in(root, known + hostile)
     students = [submission.student for submission in known + hostile]

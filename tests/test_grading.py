@@ -1,19 +1,36 @@
-"""Real `nbgrader autograde` on a class: the master, the untouched release and the catalog's variants."""
+"""Grading the known submissions: the master, the untouched release and the catalog's variants.
+
+The course's engine (`graded`: tools.grade_class, real `nbgrader autograde` in the sandbox) grades each
+assignment's master, release and a sample of its catalog (grading.engine_sample); the fast path
+(`mutants`: tools.mutation_grading, one process per assignment) grades the whole catalog, and
+test_the_fast_path_gives_the_engines_verdicts holds the two equal on the sample, scores, messages and flags.
+"""
 
 import pytest
 
 from tools import grading
 from tools.course import COURSE
+from tools.mutation_grading import verdict
+
+pytestmark = pytest.mark.grading
 
 ASSIGNMENTS = COURSE.assignments()
 VARIANTS = [variant for assignment in ASSIGNMENTS for variant in grading.load_catalog(assignment)]
+COPIES = [copy for assignment in ASSIGNMENTS for copy in grading.load_copies(assignment)]
+SAMPLE = [(assignment, submission.student) for assignment in ASSIGNMENTS
+          for submission in grading.engine_sample(assignment)]
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_master_scores_full_marks(assignment, graded):
+def test_master_runs_without_error_and_scores_full_marks(assignment, graded):
+    """Grading executes the master top to bottom in the sandbox: no cell may raise, every check must pass."""
     result = graded.scores(assignment, f"{assignment}--solution")
     lost = {cell: score for cell, score in result.items() if score[0] != score[1]}
     assert result and not lost, f"the master lost points in {lost}"
+    feedback = graded.feedback(assignment, f"{assignment}--solution")
+    raised = {index: f"{out.ename}: {out.evalue}" for index, cell in enumerate(feedback.cells)
+              for out in cell.get("outputs", []) if out.output_type == "error"}
+    assert not raised, f"cells of the master raised: {raised}"
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
@@ -21,31 +38,53 @@ def test_untouched_release_scores_zero_without_crashing_the_grader(assignment, g
     result = graded.scores(assignment, f"{assignment}--release")
     assert result, "the release was not graded"
     assert sum(score for score, _ in result.values()) == 0
+    assert not graded.grade(assignment)["failed"], graded.grade(assignment)["failed"]
+
+
+@pytest.mark.parametrize("assignment, student", SAMPLE, ids=[student for _, student in SAMPLE])
+def test_the_fast_path_gives_the_engines_verdicts(assignment, student, graded, mutants):
+    """What every catalog test below reads (each graded cell's score, the error it shows, whether its visible
+    part passed, and the grader's flags) is the same from the fast path as from the real engine."""
+    failed = {failure["student"]: failure["error"] for failure in graded.grade(assignment)["failed"]}
+    assert student not in failed, f"the engine could not grade {student}: {failed.get(student)}"
+    engine = verdict(graded.scores(assignment, student), graded.feedback(assignment, student))
+    fast = verdict(mutants.scores(assignment, student), mutants.feedback(assignment, student))
+    assert fast == engine
 
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if not v.correct], ids=lambda v: v.student)
-def test_bug_loses_exactly_the_points_of_its_checks(variant, graded):
-    result = graded.scores(variant.assignment, variant.student)
+def test_bug_loses_exactly_the_points_of_its_checks(variant, mutants):
+    result = mutants.scores(variant.assignment, variant.student)
     failed = {cell for cell, (score, top) in result.items() if score < top}
     assert set(variant.fails) <= failed, f"{variant.misconception}: expected {variant.fails} to fail, failed {failed}"
     assert failed <= set(variant.fails), f"{variant.misconception}: also lost points in {failed - set(variant.fails)}"
-    feedback = graded.feedback(variant.assignment, variant.student)
+    feedback = mutants.feedback(variant.assignment, variant.student)
     for cell in variant.fails:
         assert variant.message in grading.cell_error(feedback, cell), (
             f"{cell} should tell the student '{variant.message}', it said: {grading.cell_error(feedback, cell)}")
 
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v.correct], ids=lambda v: v.student)
-def test_alternative_correct_solution_scores_full_marks(variant, graded):
-    result = graded.scores(variant.assignment, variant.student)
+def test_alternative_correct_solution_scores_full_marks(variant, mutants):
+    result = mutants.scores(variant.assignment, variant.student)
     lost = {cell: score for cell, score in result.items() if score[0] != score[1]}
-    assert result and not lost, f"{variant.misconception}: a correct solution lost points in {lost}"
+    assert result and not lost, f"{variant.description}: a correct solution lost points in {lost}"
 
 
-def test_committed_mutation_report_is_current(graded):
+@pytest.mark.parametrize("copy", COPIES, ids=lambda v: v.student)
+def test_copy_baseline_scores_at_most_40_percent(copy, mutants):
+    """The lessons' own code pasted under the assignment's names: the transfer parts must be worth the rest."""
+    result = mutants.scores(copy.assignment, copy.student)
+    got, top = sum(score for score, _ in result.values()), sum(top for _, top in result.values())
+    assert result and got <= grading.COPY_CEILING * top, (
+        f"{copy.name} (the code of {', '.join(copy.lessons)}) scores {got:g} of {top:g}, over "
+        f"{grading.COPY_CEILING:.0%}: the parts the lessons do not write out must be worth more")
+
+
+def test_committed_mutation_report_is_current(mutants):
     from tools.mutation_report import REPORT, render
 
-    fresh = render(graded.scores, graded.feedback)
+    fresh = render(mutants.scores, mutants.feedback)
     if not REPORT.exists() or REPORT.read_text() != fresh:
         # Leave the up-to-date report where it can be reviewed and copied in.
         candidate = REPORT.parents[1] / "_build" / "mutation-report.md"
@@ -82,10 +121,10 @@ KNOWN_GAPS = {
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_every_promised_hidden_check_has_a_bug_that_only_it_catches(assignment, graded):
+def test_every_promised_hidden_check_has_a_bug_that_only_it_catches(assignment, mutants):
     from tools.mutation_report import exercised_checks
 
-    exercised = exercised_checks(assignment, graded.scores, graded.feedback)
+    exercised = exercised_checks(assignment, mutants.scores, mutants.feedback)
     bare = {cell for cell, bugs in exercised.items() if not bugs}
     known = KNOWN_GAPS.get(assignment, set())
     assert bare <= known, (f"no catalog bug fails only the hidden part of {sorted(bare - known)}: add one that "

@@ -4,7 +4,9 @@ The test suite, the mutation report and the benchmarks use this: make a scratch 
 configuration, an empty gradebook), turn catalog entries into student notebooks, hand them in where
 `nbgrader collect` would, grade them with the engine instructors use (`tools.grade_class`, nbgrader's own
 Autograde converter in parallel workers), and read the scores back from the gradebook. Stock
-`nbgrader autograde`, which the engine is compared with, is in tools/stock_nbgrader.py.
+`nbgrader autograde`, which the engine is compared with, is in tools/stock_nbgrader.py. The whole catalog
+is graded by a fast path of trusted code (tools/mutation_grading.py); the engine grades each catalog's
+`engine_sample` beside it, and the tests hold the two equal there.
 """
 
 from __future__ import annotations
@@ -47,6 +49,31 @@ def make_course(root: Path) -> Path:
     return root
 
 
+GENERATE = r"""
+import sys
+from nbgrader.apps import NbGraderAPI
+from nbgrader.apps.nbgraderapp import NbGraderApp
+
+app = NbGraderApp.instance()
+app.load_config_file()              # nbgrader_config.py in this folder, as the nbgrader command reads it
+api = NbGraderAPI(config=app.config)
+for assignment in sys.argv[1:]:
+    result = api.generate_assignment(assignment, force=True)
+    if not result["success"]:
+        sys.exit(f"generate_assignment {assignment} failed:\n{result.get('log', '')}\n{result.get('error', '')}")
+"""
+
+
+def generate_assignments(course: Path, assignments: list[str]) -> None:
+    """`nbgrader generate_assignment NAME --force` for each assignment, through nbgrader's Python API in one
+    process: the configuration (and its check that a sandbox can start) is loaded once, not once per
+    assignment."""
+    result = subprocess.run([sys.executable, "-c", GENERATE, *assignments], cwd=Course(course).autograder,
+                            env=tool_env(), capture_output=True, text=True)
+    if result.returncode:
+        raise RuntimeError(f"generating {assignments} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+
+
 def copy_course(course: Path, root: Path) -> Path:
     """A copy of a generated course (masters, release, gradebook with the assignments) at `root`, without
     anything handed in or graded: a class of its own."""
@@ -68,23 +95,48 @@ class Variant:
     misconception: str = ""                   # a buggy variant: what it gets wrong, in one line
     fails: list[str] = field(default_factory=list)   # test cells that must lose all their points
     message: str = ""                         # text the failure message must contain
-    description: str = ""                     # a correct variant: how it differs from the master
+    description: str = ""                     # a correct variant or a copy: how it differs from the master
+    kind: str = ""                            # "bug", "correct" or "copy" (set from `correct` when not given)
+    lessons: list[str] = field(default_factory=list)  # a copy: the lessons whose code it pastes
+
+    def __post_init__(self):
+        self.kind = self.kind or ("correct" if self.correct else "bug")
 
     @property
     def student(self) -> str:
         return f"{self.assignment}--{self.name}"
 
 
-def load_catalog(assignment: str) -> list[Variant]:
+# The most a copy of the lessons' own code may score: the assignment's transfer parts are worth the rest.
+COPY_CEILING = 0.4
+
+
+def read_catalog(assignment: str) -> dict:
     path = CATALOG / f"{assignment}.yml"
-    if not path.exists():
-        return []
-    data = yaml.safe_load(path.read_text())
+    return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
+
+def load_catalog(assignment: str) -> list[Variant]:
+    """The catalog's bugs, then its alternative correct solutions (copies: load_copies)."""
+    data = read_catalog(assignment)
     variants = [Variant(assignment, bug["name"], bug["cells"], False, bug["misconception"],
                         bug["fails"], bug.get("message", "")) for bug in data.get("bugs", [])]
     variants += [Variant(assignment, alt["name"], alt["cells"], True, description=alt.get("description", ""))
                  for alt in data.get("correct", [])]
     return variants
+
+
+def load_copies(assignment: str) -> list[Variant]:
+    """The catalog's `copies:`: the lessons' own code pasted under the assignment's names, which must score
+    at most COPY_CEILING of the points (variants of a third kind, neither bug nor alternative)."""
+    return [Variant(assignment, copy["name"], copy["cells"], False, description=copy.get("description", ""),
+                    kind="copy", lessons=list(copy.get("lessons", [])))
+            for copy in read_catalog(assignment).get("copies", None) or []]
+
+
+def all_variants(assignment: str) -> list[Variant]:
+    """Every catalog entry of `assignment`: its bugs, its alternatives and its copies."""
+    return load_catalog(assignment) + load_copies(assignment)
 
 
 def submission_from_release(assignment: str, cells: dict[str, str],
@@ -125,13 +177,36 @@ class Submission:
 
 def known_submissions(assignment: str) -> list[Submission]:
     """Every submission whose grade is known in advance: the master (full marks), the untouched
-    release (zero) and each catalog variant, each handed in by its own student."""
+    release (zero) and each catalog variant (copies included), each handed in by its own student."""
     return [
         Submission(f"{assignment}--solution", assignment, nbformat.read(COURSE.master_notebook(assignment), as_version=4)),
         Submission(f"{assignment}--release", assignment, nbformat.read(COURSE.release_notebook(assignment), as_version=4)),
         *(Submission(variant.student, assignment, submission_from_release(assignment, variant.cells))
-          for variant in load_catalog(assignment)),
+          for variant in all_variants(assignment)),
     ]
+
+
+# Bugs of each assignment that the real engine grades in every run beside the fast path.
+ENGINE_BUGS = 3
+
+
+def engine_sample(assignment: str) -> list[Submission]:
+    """The known submissions the course's engine grades in every test run, to hold the fast path
+    (tools.mutation_grading) equal to it: the master, the release, the first bug and then each bug that
+    fails a check none chosen before fails (ENGINE_BUGS in all), the first alternative and the one named
+    `helper-names`, and every copy."""
+    variants = all_variants(assignment)
+    chosen, covered = [], set()
+    for bug in (variant for variant in variants if variant.kind == "bug"):
+        if len(chosen) < ENGINE_BUGS and (not chosen or set(bug.fails) - covered):
+            chosen.append(bug.student)
+            covered |= set(bug.fails)
+    alternatives = [variant for variant in variants if variant.kind == "correct"]
+    chosen += [variant.student for variant in alternatives[:1]]
+    chosen += [variant.student for variant in alternatives[1:] if variant.name == "helper-names"]
+    chosen += [variant.student for variant in variants if variant.kind == "copy"]
+    wanted = {f"{assignment}--solution", f"{assignment}--release", *chosen}
+    return [submission for submission in known_submissions(assignment) if submission.student in wanted]
 
 
 def hand_in(course: Path, submissions: list[Submission]) -> None:

@@ -1,0 +1,335 @@
+"""Grade the catalog's known submissions as nbgrader's autograde scores them, in one process per assignment.
+
+Checking that each catalog bug loses exactly its points is mutation testing of the hidden tests: the code is
+the course's own and trusted, so it needs neither the sandbox nor a fresh kernel, `import torch` and
+nbgrader's passes for every variant (about 3.6 CPU-seconds each). This does what the engine
+(tools.grade_class) does to a submission, in one Python process per assignment that imports torch once:
+
+- the submitted notebook gets the release's nbgrader metadata back, and its test and locked cells their
+  source from the master, hidden tests included (RestoreFromRelease and nbgrader's OverwriteCells);
+- each submission then runs in a fork of that process (so in a namespace and interpreter state of its own,
+  as a fresh kernel would), in an IPython shell built like ipykernel's (its cell compiler, an in-memory
+  history), after the grading kernel's own start-up file (kernel_startup.py: the seeds, the tamper guard);
+- each cell's outputs are judged by the engine's own code (course_grading.GuardedExecute's judge,
+  withhold_quotations and flag_limits_and_rules, with the assignment's rules from nbgrader_config.py),
+  stderr is dropped (IgnorePattern) and each test cell is scored by nbgrader's own determine_grade.
+
+The result of each submission is what the tests read from the engine: its scores, grade id -> (score,
+max_score), and an autograded notebook (the error each cell shows, its printed lines, the grader's flags).
+tests/test_grading.py grades a sample of each assignment's catalog with the real engine in the same run
+and asserts that both give identical scores, messages and flags.
+
+    python -m tools.mutation_grading IN.json OUT.json     # what grade_known() runs, one per assignment
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+from tools.course import COURSE, Course, tool_env
+
+Result = dict          # {"scores": {grade_id: [score, max_score]}, "notebook": the autograded notebook}
+
+
+# --- the caller's side ------------------------------------------------------------------------------------
+
+def grade_known(assignment: str, submissions: list, workers: int | None = None,
+                course: Path | None = None) -> dict[str, tuple[dict, nbformat.NotebookNode]]:
+    """Grade `submissions` (tools.grading.Submission, all of `assignment`) in one process: student ->
+    (grade_id -> (score, max_score), the autograded notebook). The master and the release are `course`'s
+    (a scratch course after generate_assignment; default this checkout's)."""
+    with tempfile.TemporaryDirectory(prefix="mutation-grading-") as scratch:
+        given, taken = Path(scratch) / "in.json", Path(scratch) / "out.json"
+        given.write_text(json.dumps({"assignment": assignment, "workers": workers or os.cpu_count() or 1,
+                                     "course": str(course or COURSE.root),
+                                     "submissions": {s.student: s.notebook for s in submissions}}))
+        # One thread per submission running side by side, as the engine gives each of its kernels.
+        # Run in the scratch folder: whatever a notebook writes lands there, never in the checkout.
+        env = tool_env({"PYTHONPATH": str(COURSE.root)}, threads=1)
+        result = subprocess.run([sys.executable, "-m", "tools.mutation_grading", str(given), str(taken)],
+                                cwd=scratch, env=env,
+                                capture_output=True, text=True)
+        if result.returncode:
+            raise RuntimeError(f"grading {assignment}'s catalog in one process failed ({result.returncode}):\n"
+                               f"{result.stdout[-5000:]}\n{result.stderr[-5000:]}")
+        graded = json.loads(taken.read_text())
+    return {student: ({cell: tuple(score) for cell, score in record["scores"].items()},
+                      nbformat.from_dict(record["notebook"])) for student, record in graded.items()}
+
+
+def verdict(scores: dict, notebook: nbformat.NotebookNode) -> dict:
+    """Everything a test reads from one graded submission, to compare the two ways of grading it: each graded
+    cell's score, the error it shows and whether it printed its 'passed: ' line; and the grader's flags."""
+    from tools import grading
+
+    passed = {}
+    for cell in notebook.cells:
+        cell_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell_id in scores:
+            passed[cell_id] = any(out.output_type == "stream" and "passed: " in out.get("text", "")
+                                  for out in cell.get("outputs", []))
+    return {"scores": {cell: tuple(map(float, score)) for cell, score in scores.items()},
+            "errors": {cell: grading.cell_error(notebook, cell) for cell in scores},
+            "passed": passed, "flags": grading.grader_flags(notebook)}
+
+
+# --- the grading process ------------------------------------------------------------------------------------
+
+class Grader:
+    """One assignment's grading process: everything shared by its submissions, prepared before the forks."""
+
+    def __init__(self, assignment: str, course: Path):
+        from IPython.core.displayhook import DisplayHook
+        from IPython.core.interactiveshell import InteractiveShell
+        from ipykernel.compiler import XCachingCompiler
+        from traitlets.config import Config
+
+        self.assignment = assignment
+        layout, name = Course(course), COURSE.master_notebook(assignment).name
+        self.master = nbformat.read(layout.path("source", ".", assignment) / name, as_version=4)
+        self.release = nbformat.read(layout.path("release", ".", assignment) / name, as_version=4)
+        self.grading = COURSE.autograder_module("course_grading")
+        self.environment = COURSE.autograder_module("grading_environment")
+        self.rules = self.configured_rules()
+        # The sandbox refuses the course's reference module; its stand-in raises the same error here.
+        sys.path.insert(0, str(COURSE.autograder / "sandbox_stubs"))
+        sys.modules.pop("gptcourse", None)
+
+        class Hook(DisplayHook):
+            """A cell's value becomes its execute_result (kept for run()), never a printed Out[n]."""
+
+            def write_output_prompt(self):
+                pass
+
+            def write_format_data(self, format_dict, md_dict=None):
+                self.shell.last_result = format_dict
+
+        class Shell(InteractiveShell):
+            """IPython's shell as ipykernel runs it: errors and values become outputs, never printed text."""
+
+            displayhook_class = Hook
+            last_result = None
+
+            def _showtraceback(self, etype, evalue, stb):
+                pass
+
+        # ipykernel's compiler names each cell's code after a hash of its source, which the guard's rules
+        # use to tell the grader's cells from the student's.
+        self.shell = Shell(config=Config({"HistoryManager": {"hist_file": ":memory:"}}),
+                           compiler_class=XCachingCompiler)
+        for module in self.imported_modules():          # paid once, not in every fork
+            try:
+                __import__(module)
+            except ImportError:
+                pass
+
+    def configured_rules(self) -> list[dict]:
+        """The assignment's rules (GuardedExecute.rules), read from nbgrader_config.py as nbgrader reads it."""
+        from traitlets.config.loader import PyFileConfigLoader
+
+        saved = os.environ.get(self.environment.SANDBOX_VARIABLE)
+        os.environ[self.environment.SANDBOX_VARIABLE] = "0"      # no trial sandbox: nothing runs in one here
+        try:
+            config = PyFileConfigLoader("nbgrader_config.py", path=str(COURSE.autograder)).load_config()
+        finally:
+            if saved is None:
+                os.environ.pop(self.environment.SANDBOX_VARIABLE)
+            else:
+                os.environ[self.environment.SANDBOX_VARIABLE] = saved
+        return dict(config.GuardedExecute.get("rules", {})).get(self.assignment, [])
+
+    def imported_modules(self) -> list[str]:
+        import ast
+
+        names = {"torch", "numpy"}
+        for cell in self.master.cells:
+            if cell.cell_type != "code":
+                continue
+            try:
+                tree = ast.parse(cell.source)
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    names.update(alias.name for alias in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    names.add(node.module)
+        return sorted(names - {"gptcourse"})
+
+    # --- what the sanitizing passes do ---------------------------------------------------------------------
+
+    def prepared(self, submitted: nbformat.NotebookNode) -> nbformat.NotebookNode:
+        """The notebook autograde executes: the release's nbgrader metadata on every cell it marks, deleted
+        ones put back, and test and locked cells with the master's source (hidden tests included)."""
+        grading = self.grading
+        released = {grading.grade_id(cell): cell for cell in self.release.cells if grading.grade_id(cell)}
+        master = {grading.grade_id(cell): cell for cell in self.master.cells if grading.grade_id(cell)}
+        cells = []
+        for cell in submitted.cells:
+            cell_id = grading.grade_id(cell)
+            cell = nbformat.from_dict(dict(cell))
+            cell.pop("outputs", None)
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = [], None
+            if cell_id in released:
+                cell.metadata["nbgrader"] = dict(released[cell_id].metadata["nbgrader"])
+                record = cell.metadata["nbgrader"]
+                if record.get("locked") or (record.get("grade") and not record.get("solution")):
+                    cell.source = master[cell_id].source
+            else:
+                cell.metadata.pop("nbgrader", None)
+            cells.append(cell)
+        missing = set(released) - {grading.grade_id(cell) for cell in cells}
+        if missing:
+            raise ValueError(f"a catalog submission of {self.assignment} lacks cells {sorted(missing)}: "
+                             "catalog variants replace answer cells, never delete them")
+        notebook = nbformat.from_dict(dict(submitted))
+        notebook.cells = cells
+        notebook.metadata.pop(grading.FLAGS, None)
+        return notebook
+
+    # --- one submission, in a fork --------------------------------------------------------------------------
+
+    def run(self, notebook: nbformat.NotebookNode) -> Result:
+        """Execute and score one prepared notebook (called in the fork that grades it)."""
+        from ipykernel.compiler import get_tmp_hash_seed, murmur2_x86
+        from IPython.utils.capture import capture_output
+        from nbformat.notebooknode import NotebookNode
+        from nbgrader.utils import determine_grade
+
+        grading, shell = self.grading, self.shell
+        shell.safe_execfile(str(COURSE.autograder / self.environment.STARTUP_FILE), shell.user_ns,
+                            raise_exceptions=True)
+        # The verdict code is the engine's own: GuardedExecute's methods, bound to this run's state.
+        judge = Judging(self.grading)
+        judge._hidden = grading.hidden_lines(notebook)
+        grader_cells = [murmur2_x86(cell.source, get_tmp_hash_seed()) for cell in notebook.cells
+                        if cell.cell_type == "code" and (grading.is_test(cell) or grading.nbgrader_record(cell).get("locked"))]
+        guard = sys.modules["_course_guard"]
+        resources: dict = {}
+        for cell in notebook.cells:
+            if cell.cell_type != "code":
+                continue
+            if judge._baseline is None:
+                judge._baseline = guard.setup(self.rules, grader_cells)
+            shell.last_result = None
+            with capture_output(stdout=True, stderr=True, display=True) as captured:
+                result = shell.run_cell(cell.source, store_history=True)
+            cell.execution_count = shell.execution_count - 1
+            outputs = []
+            if captured.stdout:
+                outputs.append(NotebookNode(output_type="stream", name="stdout", text=captured.stdout))
+            if captured.stderr:
+                outputs.append(NotebookNode(output_type="stream", name="stderr", text=captured.stderr))
+            for shown in captured.outputs:
+                outputs.append(NotebookNode(output_type="display_data", data=shown.data, metadata=shown.metadata))
+            if shell.last_result is not None:
+                outputs.append(NotebookNode(output_type="execute_result", execution_count=cell.execution_count,
+                                            data=shell.last_result, metadata={}))
+            error = result.error_before_exec or result.error_in_exec
+            if error is not None:
+                outputs.append(grading.error_output(type(error).__name__, str(error)[:2000]))
+            cell.outputs = outputs
+            judge._cell_bytes, judge._cell_truncated = 0, False
+            judge.withhold_quotations(cell, resources)
+            judge.flag_limits_and_rules(cell, resources)
+            if grading.is_test(cell):
+                judge.ask_guard = lambda setup=False: guard.report()
+                judge.judge(cell, resources)
+        scores = {}
+        for cell in notebook.cells:
+            if cell.cell_type == "code":
+                # IgnorePattern: stderr (PyTorch's warnings) never costs points.
+                cell.outputs = [out for out in cell.outputs if not (out.output_type == "stream" and out.name == "stderr")]
+            if grading.nbgrader_record(cell).get("grade"):
+                scores[grading.grade_id(cell)] = determine_grade(cell)
+        notebook.metadata[grading.FLAGS] = {"flags": resources.get(grading.FLAGS, [])}
+        return {"scores": scores, "notebook": notebook}
+
+
+def Judging(grading):
+    """An object carrying GuardedExecute's verdict methods (judge, changes, withhold_quotations,
+    flag_limits_and_rules) and the state they read, without a kernel client behind it."""
+    engine = grading.GuardedExecute
+    judging = type("Judging", (), {name: engine.__dict__[name] for name in
+                                   ("judge", "changes", "withhold_quotations", "flag_limits_and_rules")})()
+    judging._tampered, judging._baseline, judging._hidden = [], None, set()
+    return judging
+
+
+def forked(grader: Grader, notebook: nbformat.NotebookNode) -> tuple[int, int]:
+    """Start grading one notebook in a fork: (pid, the pipe its JSON result comes back on)."""
+    readable, writable = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                   # the child: grade, write the result, leave at once
+        os.close(readable)
+        status = 0
+        try:
+            os.chdir(tempfile.mkdtemp(dir="."))    # files a notebook writes stay its own
+            payload = json.dumps(grader.run(notebook)).encode()
+        except BaseException as error:             # noqa: BLE001 (reported to the parent, which raises)
+            import traceback
+
+            payload = json.dumps({"crashed": "".join(traceback.format_exception(error))}).encode()
+            status = 1
+        with os.fdopen(writable, "wb") as pipe:
+            pipe.write(payload)
+        os._exit(status)
+    os.close(writable)
+    return pid, readable
+
+
+def grade_all(assignment: str, course: Path, submissions: dict[str, dict], workers: int) -> dict[str, Result]:
+    """Each submission in a fork of one prepared process, `workers` at a time; a fork that outlives the
+    notebook time limit is killed and reported."""
+    grader = Grader(assignment, course)
+    limit = grader.environment.value("COURSE_GRADING_NOTEBOOK_TIMEOUT")
+    waiting = [(student, grader.prepared(nbformat.from_dict(notebook))) for student, notebook in submissions.items()]
+    running: dict[int, tuple[str, int, float, list[bytes]]] = {}       # fd -> student, pid, started, chunks
+    results: dict[str, Result] = {}
+    while waiting or running:
+        while waiting and len(running) < workers:
+            student, notebook = waiting.pop(0)
+            pid, fd = forked(grader, notebook)
+            running[fd] = (student, pid, time.monotonic(), [])
+        ready, _, _ = select.select(list(running), [], [], 1.0)
+        for fd in ready:
+            chunk = os.read(fd, 1 << 20)
+            if chunk:
+                running[fd][3].append(chunk)
+                continue
+            student, pid, _, chunks = running.pop(fd)
+            os.close(fd)
+            os.waitpid(pid, 0)
+            record = json.loads(b"".join(chunks) or b'{"crashed": "no result"}')
+            if "crashed" in record:
+                raise RuntimeError(f"grading {student} crashed:\n{record['crashed']}")
+            results[student] = record
+        for fd, (student, pid, started, _) in list(running.items()):
+            if time.monotonic() - started > limit:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                os.close(fd)
+                del running[fd]
+                raise RuntimeError(f"grading {student} took over {limit:g} s")
+    return {student: results[student] for student in submissions}
+
+
+def main(given: str, taken: str) -> None:
+    request = json.loads(Path(given).read_text())
+    results = grade_all(request["assignment"], Path(request["course"]), request["submissions"], int(request["workers"]))
+    Path(taken).write_text(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
