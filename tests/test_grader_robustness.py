@@ -25,6 +25,8 @@ from tests import attacks
 from tools import grade_class, grading, stock_nbgrader
 from tools.course import COURSE, Course
 
+pytestmark = pytest.mark.grading
+
 A = "01-layernorm"
 NOTEBOOK = COURSE.master_notebook(A).name
 LIMITS = {"COURSE_GRADING_CELL_TIMEOUT": "8", "COURSE_GRADING_CPU_SECONDS": "12", "COURSE_GRADING_MEMORY_GB": "3",
@@ -588,6 +590,7 @@ with sync_playwright() as playwright:
 """
 
 
+@pytest.mark.browser
 def test_feedback_pages_run_no_student_script(hostile):
     html = feedback_html(hostile, "scripts")
     from html.parser import HTMLParser
