@@ -117,10 +117,10 @@ def data(text: str) -> int:
 
 
 def users() -> tuple[str, str]:
-    """/etc/passwd and /etc/group of the sandbox: root and the grader's user, both at home in the working folder
-    (the machine's own list names its users and their homes)."""
+    """/etc/passwd and /etc/group of the sandbox: root (at its usual home, empty or absent here) and the grader's
+    user, at home in the working folder (the machine's own list names its users and their homes)."""
     uid, gid = os.getuid(), os.getgid()
-    passwd = [f"root:x:0:0:root:{WORK}:/usr/sbin/nologin"]
+    passwd = ["root:x:0:0:root:/root:/usr/sbin/nologin"]
     group = ["root:x:0:"]
     if uid:
         passwd.append(f"student:x:{uid}:{gid}:student:{WORK}:/usr/sbin/nologin")
