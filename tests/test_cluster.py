@@ -31,7 +31,12 @@ from tools.course import COURSE, Course
 pytestmark = [pytest.mark.grading, pytest.mark.cluster]
 
 CORRECT = grading.load_catalog(A)[-1].cells["layernorm"]          # an alternative correct answer
-SAMPLE_VARIANCE = grading.load_catalog(A)[0].cells["layernorm"]   # loses 3 of 11 points
+SAMPLE_VARIANCE_BUG = grading.load_catalog(A)[0]
+SAMPLE_VARIANCE = SAMPLE_VARIANCE_BUG.cells["layernorm"]
+# These students answer `layernorm` only: a correct one earns FULL of the assignment's POINTS.
+POINTS = sum(grading.points_by_answer(A).values())
+FULL = grading.points_by_answer(A)["layernorm"]
+SAMPLE_VARIANCE_SCORE = FULL - sum(grading.test_points(A)[cell][1] for cell in SAMPLE_VARIANCE_BUG.fails)
 
 
 def answer(code: str) -> nbformat.NotebookNode:
@@ -174,7 +179,7 @@ def test_the_sandbox_holds_on_the_workers(cluster_class):
     # Links a kernel made never reach the autograded folder, and the answer still earns its marks.
     folder = Course(root).path("autograded", "links-out", A)
     assert sorted(path.name for path in folder.iterdir()) == [COURSE.master_notebook(A).name]
-    assert total(root, "links-out") == (11.0, 11.0)
+    assert total(root, "links-out") == (FULL, POINTS)
     # A kernel on a worker sees nothing of the course, its checkout or other kernels.
     printed = "".join(out.get("text", "") for cell in grading.autograded_notebook(root, A, "reads-the-course").cells
                       for out in cell.get("outputs", []))
@@ -182,7 +187,7 @@ def test_the_sandbox_holds_on_the_workers(cluster_class):
     # Signalling its parents only stops the kernel itself (PID 1 of its own namespace): graded, the class goes on.
     assert "kernel died" in " ".join(notebook_flags(root, "stops-the-grader"))
     # Gaming the checks earns nothing beyond the honest answer's score, and is flagged.
-    assert total(root, "patch-allclose")[0] <= 8.0
+    assert total(root, "patch-allclose")[0] <= SAMPLE_VARIANCE_SCORE
     assert "tampering detected" in " ".join(notebook_flags(root, "patch-allclose"))
 
 

@@ -33,8 +33,13 @@ LIMITS = {"COURSE_GRADING_CELL_TIMEOUT": "8", "COURSE_GRADING_CPU_SECONDS": "12"
           "COURSE_GRADING_NOTEBOOK_TIMEOUT": "60"}
 
 CORRECT = grading.load_catalog(A)[-1].cells["layernorm"]          # an alternative correct answer
-SAMPLE_VARIANCE = grading.load_catalog(A)[0].cells["layernorm"]   # loses 3 of 11 points
-SAMPLE_VARIANCE_SCORE = 8.0
+SAMPLE_VARIANCE_BUG = grading.load_catalog(A)[0]
+SAMPLE_VARIANCE = SAMPLE_VARIANCE_BUG.cells["layernorm"]
+# The hostile class answers `layernorm` only (the backward pass stays the release's stub): an honest student
+# earns FULL of the assignment's POINTS, and the sample variance loses the points of its own checks.
+POINTS = sum(grading.points_by_answer(A).values())
+FULL = grading.points_by_answer(A)["layernorm"]
+SAMPLE_VARIANCE_SCORE = FULL - sum(grading.test_points(A)[cell][1] for cell in SAMPLE_VARIANCE_BUG.fails)
 
 
 def answer(code: str) -> nbformat.NotebookNode:
@@ -212,35 +217,35 @@ def flags(graded_in, student):
 
 
 def test_honest_students_are_graded_correctly_beside_hostile_ones(hostile):
-    assert total(hostile, "honest") == (11.0, 11.0)
-    assert total(hostile, "sample-variance") == (SAMPLE_VARIANCE_SCORE, 11.0)
-    assert total(hostile, "extra-files") == (11.0, 11.0)
+    assert total(hostile, "honest") == (FULL, POINTS)
+    assert total(hostile, "sample-variance") == (SAMPLE_VARIANCE_SCORE, POINTS)
+    assert total(hostile, "extra-files") == (FULL, POINTS)
 
 
 @pytest.mark.parametrize("student", ["not-implemented", "syntax-error", "name-error"])
 def test_an_answer_that_raises_scores_zero_without_stopping_the_grader(hostile, student):
-    assert total(hostile, student) == (0.0, 11.0)
+    assert total(hostile, student) == (0.0, POINTS)
 
 
 def test_a_hanging_cell_times_out_is_flagged_and_grading_goes_on(hostile):
-    assert total(hostile, "hangs") == (11.0, 11.0)          # the answer was defined before the loop
+    assert total(hostile, "hangs") == (FULL, POINTS)          # the answer was defined before the loop
     assert "timeout in layernorm" in flags(hostile, "hangs")
 
 
 @pytest.mark.parametrize("student", ["os-exit", "segfault"])
 def test_a_dead_kernel_is_graded_as_far_as_it_got_and_flagged(hostile, student):
-    assert total(hostile, student) == (0.0, 11.0)
+    assert total(hostile, student) == (0.0, POINTS)
     assert "kernel died in layernorm" in flags(hostile, student)
     feedback = grading.autograded_notebook(hostile[student], A, student)
     assert "KernelDied" in grading.cell_error(feedback, "test_worked_example")
 
 
 def test_sys_exit_does_not_kill_the_kernel(hostile):
-    assert total(hostile, "sys-exit") == (11.0, 11.0)
+    assert total(hostile, "sys-exit") == (FULL, POINTS)
 
 
 def test_runaway_memory_fails_only_its_own_cell(hostile):
-    assert total(hostile, "memory-hog") == (11.0, 11.0)
+    assert total(hostile, "memory-hog") == (FULL, POINTS)
 
 
 def test_runaway_cpu_is_stopped_and_flagged(hostile):
@@ -249,7 +254,7 @@ def test_runaway_cpu_is_stopped_and_flagged(hostile):
 
 @pytest.mark.parametrize("student", ["tests-emptied", "tests-deleted", "tests-promoted"])
 def test_edited_deleted_or_relabelled_tests_are_restored_from_the_master(hostile, student):
-    assert total(hostile, student) == (SAMPLE_VARIANCE_SCORE, 11.0)
+    assert total(hostile, student) == (SAMPLE_VARIANCE_SCORE, POINTS)
 
 
 def test_deleted_tests_are_flagged(hostile):
@@ -298,7 +303,7 @@ def test_grading_is_deterministic(hostile):
 
 
 def test_warnings_on_stderr_keep_their_points(hostile):
-    assert total(hostile, "warns") == (11.0, 11.0)
+    assert total(hostile, "warns") == (FULL, POINTS)
 
 
 def test_per_check_export_has_a_column_per_check_and_the_flags(hostile):
@@ -385,13 +390,13 @@ def test_no_submission_changes_the_masters_the_gradebook_or_a_classmates_work(ho
     # Every student's grades are still in the gradebook (it was not overwritten), honest ones intact.
     for student in CLASS:
         assert grading.cell_scores(hostile[student], A, student)
-    assert total(hostile, "honest") == total(hostile, "honest-twin") == (11.0, 11.0)
+    assert total(hostile, "honest") == total(hostile, "honest-twin") == (FULL, POINTS)
 
 
 def test_links_made_by_a_kernel_never_leave_its_scratch_folder(hostile):
     folder = hostile["links-out"] / "autograder" / "autograded" / "links-out" / A
     assert sorted(p.name for p in folder.iterdir()) == [NOTEBOOK]        # no links, no timestamp.txt
-    assert total(hostile, "links-out") == (11.0, 11.0)
+    assert total(hostile, "links-out") == (FULL, POINTS)
 
 
 def test_a_kernel_sees_nothing_of_the_course_git_or_other_kernels(hostile):
@@ -402,7 +407,7 @@ def test_a_kernel_sees_nothing_of_the_course_git_or_other_kernels(hostile):
 def test_nothing_a_submission_starts_outlives_its_grading(hostile):
     alive = subprocess.run(["pgrep", "-f", f"sleep {attacks.DAEMON_MARK}"], capture_output=True, text=True)
     assert alive.stdout == "", f"a submission's process survived grading: {alive.stdout}"
-    assert total(hostile, "daemon") == (11.0, 11.0)
+    assert total(hostile, "daemon") == (FULL, POINTS)
 
 
 def test_a_kernel_cannot_stop_the_grader_and_the_class_finishes(hostile):
@@ -419,7 +424,7 @@ def test_memory_for_the_whole_submission_is_limited_and_flagged(hostile):
     if not cgroups_available():
         pytest.skip("this machine lets the grader create no cgroup: memory is limited per process only")
     assert "memory limit reached" in flags(hostile, "fork-memory")
-    assert total(hostile, "fork-memory") == (11.0, 11.0)       # only its children were killed
+    assert total(hostile, "fork-memory") == (FULL, POINTS)       # only its children were killed
 
 
 def test_files_written_are_limited_and_flagged(hostile):
@@ -431,17 +436,17 @@ def test_output_is_capped_with_a_visible_note(hostile):
     assert len(json.dumps(notebook)) < 3 * 2**20
     assert "output truncated by the grader" in printed_text(hostile, "print-flood")
     assert "output limit reached" in flags(hostile, "print-flood")
-    assert total(hostile, "print-flood") == (11.0, 11.0)
+    assert total(hostile, "print-flood") == (FULL, POINTS)
 
 
 def test_an_oversized_notebook_is_refused_at_intake_with_a_flag(hostile):
-    assert total(hostile, "huge-markdown") == (0.0, 11.0)
+    assert total(hostile, "huge-markdown") == (0.0, POINTS)
     assert "refused at intake" in flags(hostile, "huge-markdown")
 
 
 @pytest.mark.parametrize("student", ["copied-test-cell", "empty-metadata"])
 def test_malformed_nbgrader_metadata_is_repaired_for_that_student_only(hostile, student):
-    assert total(hostile, student) == (11.0, 11.0)
+    assert total(hostile, student) == (FULL, POINTS)
 
 
 def printed_text(graded_in, student) -> str:
@@ -472,7 +477,7 @@ def test_the_class_grading_command_survives_the_machine_attacks(machine_class):
     assert summary["graded"] == len(MACHINE_ATTACKS) + 2
     # A timestamp.txt that is not a time fails that submission, with a message that says how to fix it.
     assert [(f["student"], "does not hold a time" in f["error"]) for f in summary["failed"]] == [("bad-timestamp", True)]
-    assert sum(score for score, _ in grading.cell_scores(root, A, "honest").values()) == 11.0
+    assert sum(score for score, _ in grading.cell_scores(root, A, "honest").values()) == FULL
     for student in MACHINE_ATTACKS:
         assert grading.cell_scores(root, A, student), student
     assert (again["graded"], again["skipped"]) == (1, len(MACHINE_ATTACKS) + 1)
@@ -532,7 +537,7 @@ def test_a_grading_worker_that_dies_loses_nothing(course, tmp_path_factory):
     assert sorted(r["student"] for r in summary["results"]) == students
     assert not summary["failed"], [(failure["student"], failure["error"]) for failure in summary["failed"]]
     for student in students:
-        assert total({student: root}, student) == (11.0, 11.0), student
+        assert total({student: root}, student) == (FULL, POINTS), student
 
 
 # --- the verdict ----------------------------------------------------------------------------------------
@@ -622,7 +627,7 @@ def test_feedback_pages_run_no_student_script(hostile):
 
 def test_flags_are_the_graders_and_exports_are_safe_in_a_spreadsheet(hostile):
     assert FORMULA not in flags(hostile, "forged-flags")
-    assert total(hostile, "forged-flags") == (SAMPLE_VARIANCE_SCORE, 11.0)
+    assert total(hostile, "forged-flags") == (SAMPLE_VARIANCE_SCORE, POINTS)
     course = hostile["forged-flags"]
     grading.nbgrader(course, "export", "--exporter=course_grading.PerCheckExport", "--to", str(course / "safe.csv"))
     for row in csv.reader((course / "safe.csv").open()):
@@ -633,7 +638,7 @@ def test_flags_are_the_graders_and_exports_are_safe_in_a_spreadsheet(hostile):
 
 @pytest.mark.parametrize("student", ["uses-layer-norm", "uses-layer-norm-module", "imports-reference"])
 def test_breaking_an_assignment_rule_costs_the_part_it_replaces_and_is_named(hostile, student):
-    assert total(hostile, student) == (0.0, 11.0)
+    assert total(hostile, student) == (0.0, POINTS)
     assert "rule broken" in flags(hostile, student)
     message = "gptcourse" if student == "imports-reference" else "write LayerNorm yourself"
     assert message in flags(hostile, student)
@@ -641,5 +646,5 @@ def test_breaking_an_assignment_rule_costs_the_part_it_replaces_and_is_named(hos
 
 @pytest.mark.parametrize("student", ["prints-a-lot", "torchscript", "compiled", "float64", "scripts"])
 def test_honest_but_unusual_answers_keep_full_marks(hostile, student):
-    assert total(hostile, student) == (11.0, 11.0)
+    assert total(hostile, student) == (FULL, POINTS)
     assert "tampering" not in flags(hostile, student) and "rule broken" not in flags(hostile, student)

@@ -243,6 +243,38 @@ def cell_scores(course: Path, assignment: str, student: str) -> dict[str, tuple[
         return {grade.name: (grade.score, grade.max_score) for grade in submitted.grades}
 
 
+def test_points(assignment: str) -> dict[str, tuple[str, float]]:
+    """Each graded test cell of the master -> (the answer cell it follows, its points)."""
+    cells: dict[str, tuple[str, float]] = {}
+    answer = ""
+    for cell in nbformat.read(COURSE.master_notebook(assignment), as_version=4).cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and cell.cell_type == "code":
+            answer = meta["grade_id"]
+        elif meta.get("grade"):
+            cells[meta["grade_id"]] = (answer, float(meta.get("points", 0)))
+    return cells
+
+
+def master_answer(assignment: str, grade_id: str) -> str:
+    """The master's solution for one answer cell, as a student would type it (nbgrader's solution markers
+    removed)."""
+    for cell in nbformat.read(COURSE.master_notebook(assignment), as_version=4).cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+            return "\n".join(line for line in cell.source.splitlines()
+                             if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+    raise KeyError(grade_id)
+
+
+def points_by_answer(assignment: str) -> dict[str, float]:
+    """Answer cell's grade_id -> the points of the test cells that follow it in the master, up to the next
+    answer: what a submission earns by answering that cell alone, correctly."""
+    points: dict[str, float] = {}
+    for answer, value in test_points(assignment).values():
+        points[answer] = points.get(answer, 0.0) + value
+    return points
+
+
 def autograded_notebook(course: Path, assignment: str, student: str) -> nbformat.NotebookNode:
     path = Course(course).path("autograded", student, assignment) / COURSE.master_notebook(assignment).name
     return nbformat.read(path, as_version=4)

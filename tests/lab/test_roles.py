@@ -17,6 +17,8 @@ import time
 import nbformat
 import pytest
 
+from tools import grading
+from tools.course import COURSE
 from tests.lab.conftest import ASSIGNMENT, SCREENSHOTS, VALIDATE_TIMEOUT, Server
 
 pytestmark = [pytest.mark.lab, pytest.mark.browser, pytest.mark.grading]
@@ -32,6 +34,15 @@ SAMPLE_VARIANCE = textwrap.dedent("""\
         mean = x.mean(dim=-1, keepdim=True)
         var = x.var(dim=-1, keepdim=True)
         return gamma * (x - mean) / torch.sqrt(var + eps) + beta""")
+# ada also answers the backward pass, with the master's own solution; bob answers only the forward pass.
+CORRECT_BACKWARD = grading.master_answer(ASSIGNMENT, "layernorm_backward")
+POINTS = sum(grading.points_by_answer(ASSIGNMENT).values())
+# bob's bug loses the worked example and the population variance, and he leaves the backward pass unanswered.
+BOB = grading.points_by_answer(ASSIGNMENT)["layernorm"] - sum(
+    grading.test_points(ASSIGNMENT)[cell][1] for cell in ("test_worked_example", "test_population_variance"))
+BACKWARD_CELL = next(index for index, cell in enumerate(nbformat.read(COURSE.release_notebook(ASSIGNMENT), 4).cells)
+                     if cell.metadata.get("nbgrader", {}).get("grade_id") == "layernorm_backward")
+ADA_SCORE, BOB_SCORE = f"{POINTS:g} / {POINTS:g}", f"{BOB:g} / {POINTS:g}"
 MISCONCEPTION = "divides by D-1"
 HIDDEN_MARKER = "BEGIN HIDDEN TESTS"
 HIDDEN_SOURCE = "check_example([2.0, 4.0, 6.0, 8.0]"       # a line of the hidden tests of test_worked_example
@@ -241,6 +252,7 @@ def test_a_correct_answer_typed_into_the_notebook_validates(people):
     ada = people["ada"]
     open_notebook(ada)
     ada.type_into_cell(3, CORRECT)
+    ada.type_into_cell(BACKWARD_CELL, CORRECT_BACKWARD)
     shot(ada.page, "ada-typed-answer")
     ada.run_all()
     shot(ada.page, "ada-ran-all")
@@ -306,9 +318,9 @@ def test_instructor_collects_and_autogrades_from_the_formgrader(people, formgrad
     shot(formgrader, "instructor-autograded")
     scores = {student: formgrader.locator("tr", has=formgrader.locator(f"td.student-id:text-is('{student}')"))
               .locator("td.score").inner_text().strip() for student in ("ada", "bob")}
-    # ada's later submission (the correct answer) was graded, not her untouched first one; bob's bug
-    # loses the worked example (1 point) and the population variance (2 points).
-    assert scores == {"ada": "11 / 11", "bob": "8 / 11"}, scores
+    # ada's later submission (the correct answers) was graded, not her untouched first one; bob's bug
+    # loses the worked example and the population variance, and his backward pass is the release's stub.
+    assert scores == {"ada": ADA_SCORE, "bob": BOB_SCORE}, scores
 
 
 def test_instructor_reads_the_autograded_notebook_with_hidden_tests_and_scores(people, formgrader):
@@ -316,7 +328,7 @@ def test_instructor_reads_the_autograded_notebook_with_hidden_tests_and_scores(p
     formgrader.get_by_text("Submission #").first.wait_for()
     rows = formgrader.locator("tr", has=formgrader.get_by_text("Submission #"))
     for index in range(rows.count()):
-        if "8 / 11" in rows.nth(index).inner_text():
+        if BOB_SCORE in rows.nth(index).inner_text():
             rows.nth(index).get_by_text("Submission #").click()
             break
     formgrader.locator(".nbgrader_cell").first.wait_for(timeout=TIMEOUT)
@@ -339,7 +351,7 @@ def test_instructor_generates_and_releases_feedback(people, formgrader):
     shot(formgrader, "instructor-released-feedback")
 
 
-@pytest.mark.parametrize("name, score", [("ada", "11"), ("bob", "8")])
+@pytest.mark.parametrize("name, score", [("ada", f"{POINTS:g}"), ("bob", f"{BOB:g}")])
 def test_each_student_fetches_only_their_own_feedback(people, name, score):
     student = people[name]
     student.assignments()
@@ -360,7 +372,8 @@ def test_each_student_fetches_only_their_own_feedback(people, name, score):
     body.wait_for(timeout=TIMEOUT)
     text = body.inner_text()
     shot(student.page, f"{name}-feedback-page")
-    assert f"Score: {score}" in text or f"{score} / 11" in text or f"{score}.0 / 11.0" in text, text[:500]
+    assert (f"Score: {score}" in text or f"{score} / {POINTS:g}" in text
+            or f"{score}.0 / {POINTS:.1f}" in text), text[:500]
     if name == "bob":
         assert MISCONCEPTION in text
     assert HIDDEN_MARKER not in text
