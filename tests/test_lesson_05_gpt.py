@@ -96,7 +96,7 @@ def test_the_same_token_starts_static_and_leaves_the_blocks_contextual(values):
 def test_page_separates_gpt2s_initialization_from_the_courses():
     """GPT-2 scales its residual layers by 1/sqrt(N); the course does not, and the page says both."""
     source = " ".join((COURSE.root / "book" / "05-gpt.md").read_text().split())
-    assert "1/\\sqrt{N}" in source and "The course leaves that scaling out" in source
+    assert "1/\\sqrt{N}" in source and "The course leaves the paper's scaling out" in source
     assert "GPT-2's initialization:" not in source
 
 
