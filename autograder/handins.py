@@ -5,8 +5,9 @@ A student hands in a folder. nbgrader's own autograde copies every file of it in
 grading kernel works, and the class grader (tools.grade_class) used to read all of it into memory to send
 it to a worker: six files of 99 MB (each under the exchange's per-file limit) cost gigabytes. Here:
 
-- the release's notebooks and nbgrader's `timestamp.txt` are always taken (a notebook has a size limit of
-  its own, checked when it is read);
+- the release's notebooks and nbgrader's own files, `timestamp.txt` and `submission_secret.txt`, are always
+  taken (a notebook has a size limit of its own, checked when it is read; release_feedback needs the secret in
+  the feedback folder, which generate_feedback copies from `autograded/`);
 - every other file is *beside the notebooks*. Their number and total size are counted from the folder's
   listing, never by reading them. Over either limit, none of them is taken, and the submission is flagged
   (the notebooks are still graded);
@@ -31,6 +32,8 @@ from pathlib import Path
 from grading_environment import value
 
 TIMESTAMP = "timestamp.txt"               # written by nbgrader collect; the submission's time
+SECRET = "submission_secret.txt"          # written by nbgrader submit; release_feedback names the feedback by it
+NBGRADER_FILES = {TIMESTAMP, SECRET}
 MANIFEST = ".course-grading-not-sent.json"
 MANIFEST_MAX_BYTES = 2**20
 
@@ -93,7 +96,7 @@ def survey(submitted: Path, release: Path) -> Survey:
     present = listing(submitted)
     present.pop(MANIFEST, None)
     for name, size in present.items():
-        if (name in notebooks or name == TIMESTAMP) and regular(submitted, name):
+        if (name in notebooks or name in NBGRADER_FILES) and regular(submitted, name):
             result.taken.append(name)
         else:
             result.beside[name] = size

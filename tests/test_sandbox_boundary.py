@@ -181,6 +181,20 @@ def test_the_hand_in_rule_counts_from_the_listing_and_takes_only_what_the_releas
     assert refused.taken == [NOTEBOOK] and "4 files of 4.8 MB" in refused.refusal
 
 
+
+def test_nbgraders_own_files_are_always_taken_and_never_flagged(tmp_path):
+    """nbgrader submit writes submission_secret.txt and collect timestamp.txt beside the notebook;
+    release_feedback needs the secret again in the feedback folder, copied from autograded/."""
+    release, submitted = tmp_path / "release", tmp_path / "submitted"
+    release.mkdir()
+    submitted.mkdir()
+    (release / NOTEBOOK).write_text("{}")
+    for name in (NOTEBOOK, "timestamp.txt", "submission_secret.txt"):
+        (submitted / name).write_text("x")
+    found = handins.survey(submitted, release)
+    assert found.taken == sorted([NOTEBOOK, "submission_secret.txt", "timestamp.txt"])
+    assert found.flags() == []
+
 # --- every writable place is inside the limits ---------------------------------------------------------------
 
 WRITES_THROUGH_THE_SOCKET_FOLDER = '''
