@@ -369,7 +369,8 @@ def test_each_student_fetches_only_their_own_feedback(people, name, score):
     student.page.goto(student.server.lab(f"lab/tree/{relative}"))
     frame = student.page.frame_locator(".jp-HTMLViewer iframe")
     body = frame.locator("body")
-    body.wait_for(timeout=TIMEOUT)
+    # The viewer shows an empty body while it loads the page (a few hundred KB): wait for the score line.
+    frame.get_by_text("Score:").first.wait_for(timeout=TIMEOUT)
     text = body.inner_text()
     shot(student.page, f"{name}-feedback-page")
     assert (f"Score: {score}" in text or f"{score} / {POINTS:g}" in text
