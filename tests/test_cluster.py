@@ -36,7 +36,7 @@ SAMPLE_VARIANCE = SAMPLE_VARIANCE_BUG.cells["layernorm"]
 # These students answer `layernorm` only: a correct one earns FULL of the assignment's POINTS.
 POINTS = sum(grading.points_by_answer(A).values())
 FULL = grading.points_by_answer(A)["layernorm"]
-SAMPLE_VARIANCE_SCORE = FULL - sum(grading.test_points(A)[cell][1] for cell in SAMPLE_VARIANCE_BUG.fails)
+SAMPLE_VARIANCE_SCORE = FULL - sum(grading.graded_cell_points(A)[cell][1] for cell in SAMPLE_VARIANCE_BUG.fails)
 
 
 def answer(code: str) -> nbformat.NotebookNode:

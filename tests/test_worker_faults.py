@@ -16,7 +16,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -27,6 +26,7 @@ import nbformat
 import psutil
 import pytest
 
+from tests.test_cluster import stop
 from tools import grade_class, grading
 from tools.course import COURSE, Course, tool_env
 
@@ -174,14 +174,6 @@ def test_a_submission_that_kills_its_worker_fails_alone_and_every_classmate_is_g
         assert total(root, student) == (full, full), student
     assert total(root, "no-answer") == (0.0, full)
     assert not Course(root).path("autograded", offender, A).exists()
-
-
-def stop(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait(30)
 
 
 @pytest.mark.grading

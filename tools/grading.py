@@ -243,7 +243,7 @@ def cell_scores(course: Path, assignment: str, student: str) -> dict[str, tuple[
         return {grade.name: (grade.score, grade.max_score) for grade in submitted.grades}
 
 
-def test_points(assignment: str) -> dict[str, tuple[str, float]]:
+def graded_cell_points(assignment: str) -> dict[str, tuple[str, float]]:
     """Each graded test cell of the master -> (the answer cell it follows, its points)."""
     cells: dict[str, tuple[str, float]] = {}
     answer = ""
@@ -270,7 +270,7 @@ def points_by_answer(assignment: str) -> dict[str, float]:
     """Answer cell's grade_id -> the points of the test cells that follow it in the master, up to the next
     answer: what a submission earns by answering that cell alone, correctly."""
     points: dict[str, float] = {}
-    for answer, value in test_points(assignment).values():
+    for answer, value in graded_cell_points(assignment).values():
         points[answer] = points.get(answer, 0.0) + value
     return points
 

@@ -39,7 +39,7 @@ CORRECT_BACKWARD = grading.master_answer(ASSIGNMENT, "layernorm_backward")
 POINTS = sum(grading.points_by_answer(ASSIGNMENT).values())
 # bob's bug loses the worked example and the population variance, and he leaves the backward pass unanswered.
 BOB = grading.points_by_answer(ASSIGNMENT)["layernorm"] - sum(
-    grading.test_points(ASSIGNMENT)[cell][1] for cell in ("test_worked_example", "test_population_variance"))
+    grading.graded_cell_points(ASSIGNMENT)[cell][1] for cell in ("test_worked_example", "test_population_variance"))
 BACKWARD_CELL = next(index for index, cell in enumerate(nbformat.read(COURSE.release_notebook(ASSIGNMENT), 4).cells)
                      if cell.metadata.get("nbgrader", {}).get("grade_id") == "layernorm_backward")
 ADA_SCORE, BOB_SCORE = f"{POINTS:g} / {POINTS:g}", f"{BOB:g} / {POINTS:g}"
