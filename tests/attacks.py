@@ -93,11 +93,15 @@ with open("filler.bin", "wb") as handle:
         handle.write(chunk)
 '''
 
+# 40 MB of output in 1 MB messages. Flushing each megabyte keeps this a test of the output cap: unflushed,
+# ipykernel may send the whole 40 MB as one message when the machine is busy, and the kernel relay drops
+# that message instead (its own note and flag, tested with the message floods).
 PRINT_FLOOD = '''
 import sys
 line = "y" * 1023 + "\\n"
-for _ in range(40 * 1024):
-    sys.stdout.write(line)
+for _ in range(40):
+    sys.stdout.write(line * 1024)
+    sys.stdout.flush()
 '''
 
 # --- against the verdict -----------------------------------------------------------------------------
