@@ -62,10 +62,9 @@ def test_every_diagram_loads_and_fits_at_desktop_and_phone_widths(tour, path):
                 assert diagram["width"] >= 0.6 * diagram["naturalWidth"], (where, diagram["width"])
 
 
-def test_lessons_from_layernorm_to_the_gpt_each_show_a_diagram(tour):
-    lessons = [path for path in lesson_pages() if path.split("/")[-1][:2] in {"01", "02", "03", "04", "05"}]
-    assert len(lessons) == 5, lessons
-    for path in lessons:
+def test_every_lesson_shows_a_diagram(tour):
+    assert lesson_pages(), "the site map lists no lesson"
+    for path in lesson_pages():
         assert tour[path].diagrams["desktop"], f"{path} shows no diagram"
 
 
