@@ -80,16 +80,19 @@ def test_quiz_page_loads_cleanly_on_a_slow_machine(browser, base_url):
     MathJax has not loaded by then (and can fall back to fetching MathJax from a CDN). The site loads
     MathJax before the page body for this reason; a CPU slowed twentyfold is where the race showed."""
     context = new_context(browser, base_url)
-    page = context.new_page()
-    context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": 20})
-    errors = []
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(base_url + "book/08-ablations.html", wait_until="load")
-    page.locator(".Quiz .MCButton").first.wait_for(state="attached")
-    page.wait_for_timeout(2_000)                      # past jupyterquiz's 0.5 s MathJax check
-    outside = list(context.outside_requests)
-    context.close()
+    try:
+        page = context.new_page()
+        context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": 20})
+        errors = []
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(base_url + "book/08-ablations.html", wait_until="load")
+        page.locator(".Quiz .MCButton").first.wait_for(state="attached")
+        page.wait_for_timeout(2_000)                      # past jupyterquiz's 0.5 s MathJax check
+        outside = list(context.outside_requests)
+    finally:
+        # Always: a throttled page left open kept a renderer busy at half a core for the rest of the run.
+        context.close()
     assert not errors, errors
     assert not outside, outside
 
