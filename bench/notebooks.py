@@ -1,6 +1,6 @@
 """Benchmark 1: executing every lesson and solution notebook, as the test command does.
 
-The same parallel execution as `tools.notebooks.execute_all` (one nbclient run per notebook, one
+The same parallel execution as `tools.notebooks.execute_all` (one papermill run per notebook, one
 worker per core, `cores / workers` threads per kernel), instrumented: per notebook its wall time in
 the worker (start-up of the kernel, nbclient, writing the result), the time its cells took inside
 the kernel (nbclient's per-cell timing) and the CPU time of the kernel process. The overhead

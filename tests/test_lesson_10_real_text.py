@@ -132,3 +132,17 @@ def test_lesson_has_its_figures(executions):
     for name in ("fig_generalization", "fig_recipe"):
         assert "image/png" in figures[name], name
 
+
+
+def test_the_run_lengths_are_papermill_parameters_whose_defaults_built_the_page(values, tmp_path):
+    """A reader (or CI) can change the training lengths with `papermill -p`; the cell tagged `parameters`
+    holds the values the page's prose and numbers were computed with."""
+    import nbformat
+    import papermill
+
+    from tools.notebooks import read_notebook
+
+    notebook = tmp_path / "10-real-text.ipynb"
+    nbformat.write(read_notebook(LESSON), notebook)
+    defaults = {name: int(parameter["default"]) for name, parameter in papermill.inspect_notebook(str(notebook)).items()}
+    assert defaults == {"general_steps": values["general_steps"], "recipe_steps": values["recipe_steps"]}

@@ -1,5 +1,11 @@
-"""Find the course's notebooks and execute them with nbclient (what jupyter-cache and Jupyter Book use),
-several at a time.
+"""Find the course's notebooks and execute them with papermill, several at a time.
+
+papermill is the one executor, for the tests and for `make book`'s lessons alike: it takes the in-memory
+notebook myst-nb's reader gives (no conversion files), fills a cell tagged `parameters` when a caller
+passes parameters (the published values are the defaults), and reports a failure as the cell and the
+exception. It runs nbclient, the client jupyter-cache and Jupyter Book use, through a papermill engine of
+the course's own (`CourseEngine`, registered as papermill's documented extension point) only to hand the
+kernel its environment and working folder.
 
 Lessons are MyST Markdown notebooks (book/*.md), read with myst-nb's own reader, the one Jupyter Book
 reads them with, so that an executed lesson matches the notebook Jupyter Book looks up in the execution
@@ -11,6 +17,7 @@ caller adds); the calling process's own environment is never changed.
 
 from __future__ import annotations
 
+import copy
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -56,30 +63,75 @@ class Execution:
     seconds: float = 0.0         # wall time of the run, kernel start-up included
 
 
+def _course_engine():
+    """papermill's nbclient engine, with the kernel's environment and working folder passed to nbclient
+    (papermill's own engine starts the kernel in papermill's process environment)."""
+    from papermill.clientwrap import PapermillNotebookClient
+    from papermill.engines import NBClientEngine, papermill_engines
+    from papermill.utils import merge_kwargs, remove_args
+
+    class CourseEngine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(cls, nb_man, kernel_name, log_output=False, stdout_file=None,
+                                     stderr_file=None, start_timeout=60, execution_timeout=None,
+                                     kernel_env=None, kernel_cwd=None, ran=None, **kwargs):
+            kwargs = remove_args(["input_path", "timeout", "startup_timeout"], **kwargs)
+            client = PapermillNotebookClient(nb_man, **merge_kwargs(
+                kwargs, timeout=execution_timeout, startup_timeout=start_timeout, kernel_name=kernel_name,
+                log_output=log_output, stdout_file=stdout_file, stderr_file=stderr_file))
+            try:
+                return client.execute(env=kernel_env, cwd=kernel_cwd)
+            finally:
+                if ran is not None:
+                    ran.append(nb_man.nb)          # what ran, also when papermill then raises
+
+    if "course" not in papermill_engines._engines:
+        papermill_engines.register("course", CourseEngine)
+    return "course"
+
+
 def run_notebook(notebook: nbformat.NotebookNode, cwd: Path, timeout: int | None = None,
-                 allow_errors: bool = False, threads: int | None = None, env: dict[str, str] | None = None,
-                 record_timing: bool = False) -> str | None:
-    """Execute `notebook` in place in a fresh kernel started in `cwd`; the error, or None.
+                 threads: int | None = None, env: dict[str, str] | None = None,
+                 record_timing: bool = False, parameters: dict | None = None) -> str | None:
+    """Execute `notebook` with papermill in a fresh kernel started in `cwd`, updating it in place; the
+    error (the cell and the exception), or None.
 
-    The kernel's environment is `tool_env(env, threads)`: passed to the kernel only. Without
-    `record_timing` nbclient adds no cell metadata, so the executed notebook still hashes like its
-    source in jupyter-cache."""
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+    The kernel's environment is `tool_env(env, threads)`: passed to the kernel only. `parameters` fill
+    the cell tagged `parameters` (papermill injects a cell after it). Without parameters and without
+    `record_timing` the executed notebook keeps its cells' metadata, so it still hashes like its source in
+    jupyter-cache (papermill's own per-cell records are dropped)."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    client = NotebookClient(notebook, timeout=timeout, allow_errors=allow_errors, kernel_name=KERNEL,
-                            record_timing=record_timing, resources={"metadata": {"path": str(cwd)}})
+    ran: list[nbformat.NotebookNode] = []
     try:
-        client.execute(env=tool_env(env, threads), cwd=str(cwd))
-    except CellExecutionError as error:
-        index = next((i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code" and any(
-            output.get("output_type") == "error" for output in cell.get("outputs", []))), "?")
-        return f"cell {index} raised {error.ename}: {error.evalue}"
-    except CellTimeoutError as error:
-        return f"a cell timed out: {error}"
-    except DeadKernelError as error:
-        return f"the kernel died: {error}"
-    return None
+        papermill.execute_notebook(
+            notebook, None, parameters=parameters or None, engine_name=_course_engine(), kernel_name=KERNEL,
+            progress_bar=False, log_output=False, execution_timeout=timeout, record_timing=record_timing,
+            kernel_env=tool_env(env, threads), kernel_cwd=str(cwd), ran=ran)
+        error = None
+    except PapermillExecutionError as failure:
+        # papermill marks the failing cell in the notebook and puts a note on the top (its failure report).
+        error = f"cell {failure.cell_index} raised {failure.ename}: {failure.evalue}"
+    except CellTimeoutError as failure:
+        error = f"a cell timed out: {failure}"
+    except DeadKernelError as failure:
+        error = f"the kernel died: {failure}"
+    if not ran:
+        return error
+    executed = ran[0]
+    if not parameters and len(executed.cells) == len(notebook.cells):
+        for source, cell in zip(notebook.cells, executed.cells):
+            timing = cell.metadata.get("execution") if record_timing else None
+            cell.metadata = copy.deepcopy(source.metadata)
+            if timing:
+                cell.metadata["execution"] = timing
+    notebook.cells = executed.cells
+    notebook.metadata = executed.metadata
+    # papermill records its input there: here the notebook object itself, which would then contain itself.
+    notebook.metadata.get("papermill", {}).pop("input_path", None)
+    return error
 
 
 def execute(source: Path, output: Path, threads: int | None = None, env: dict[str, str] | None = None,
