@@ -30,6 +30,7 @@ def configure(c):
         sys.path.insert(0, str(HERE))
 
     from course_grading import GuardedExecute, HideHiddenTests, Intake, RecordFlags, RestoreFromRelease
+    from feedback_summary import FeedbackSummary
     from grading_environment import kernel_arguments, sandbox_enabled, value
 
     # The course id, nbgrader's folders, the gradebook's URL and the exchange: course_directory.py, which the
@@ -89,7 +90,10 @@ def configure(c):
     # Feedback shows each failed check's message, never the hidden test code (set enabled = False to
     # release the tests with the feedback after the due date). Scripts, event handlers and frames are removed
     # from outputs and markdown, since instructors open feedback pages too.
-    c.GenerateFeedback.preprocessors = [HideHiddenTests, GetGrades, SanitizeHTML, CSSHTMLHeaderPreprocessor]
+    # Each feedback page opens with a summary: one line per check, a lost point's message, a link to the
+    # cell and to the lesson section that teaches it (feedback_summary.py).
+    c.GenerateFeedback.preprocessors = [HideHiddenTests, GetGrades, FeedbackSummary, SanitizeHTML,
+                                        CSSHTMLHeaderPreprocessor]
     c.HideHiddenTests.enabled = True
     c.SanitizeHTML.enabled = True               # nbconvert's preprocessors are off unless enabled
     c.HTMLExporter.sanitize_html = True
