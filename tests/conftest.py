@@ -14,6 +14,10 @@ A test that reads an executed notebook names it: `pytest.mark.notebooks("book/01
 lesson modules put it in their `pytestmark`); a test of the site needs every lesson. The session fixture
 `executions` executes exactly the notebooks the selected tests need, once, in one parallel batch, so
 `pytest tests/test_lesson_01_layernorm.py` executes lesson 1 alone, and the whole suite each notebook once.
+The lessons start executing as soon as the tests are collected, in a background thread (one kernel at
+a time, one thread each), and the site is built after them there too, while the grading tests run: those
+leave a core idle much of the time (browsers, timeouts, tails of parallel batches). The tests that read
+executed notebooks or the site run last, so they rarely wait. `--lessons-inline` turns this off.
 Lessons execute through the build's execution cache (tools/cache.py, `_build/.jupyter_cache`: the only
 thing a test writes outside its temporary folders, besides the review material in `_build/test-output`),
 always afresh, and are cached when they ran cleanly, so `make book` after `make test` starts no kernel.
@@ -21,6 +25,9 @@ always afresh, and are cached when they ran cleanly, so `make book` after `make 
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -48,6 +55,10 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.grading)
         if item.get_closest_marker("quick") and names & EXPENSIVE:
             raise pytest.UsageError(f"{item.nodeid} is marked quick but uses {sorted(names & EXPENSIVE)}")
+    # The modules that read executed notebooks or the site go last, whole (their module fixtures set up
+    # once), so the background execution has the rest of the run to finish in.
+    reading = {item.module for item in items if {"executions", "site"} & set(getattr(item, "fixturenames", ()))}
+    items.sort(key=lambda item: item.module in reading)
 
 
 @pytest.hookimpl(trylast=True)
@@ -64,6 +75,95 @@ def pytest_collection_finish(session):
             needed.update(COURSE.lessons())
     order = COURSE.notebooks()
     session.config.stash[NEEDED] = [path for path in order if path in needed] + sorted(needed - set(order))
+    if needed and not session.config.getoption("lessons_inline") and not session.config.getoption("collectonly"):
+        wants_site = any("site" in getattr(item, "fixturenames", ()) for item in session.items)
+        # One kernel at a time beside grading, which takes both cores in bursts; both cores when nothing
+        # else runs (one lesson's tests, or the site's).
+        beside_grading = any(item.get_closest_marker(name) for item in session.items for name in ("grading", "lab"))
+        background = Background(session.config.stash[NEEDED], wants_site, workers=1 if beside_grading else None)
+        session.config.stash[BACKGROUND] = background
+        background.start()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--lessons-inline", action="store_true",
+                     help="execute the lessons when a test first needs them, not in the background")
+
+
+def pytest_sessionfinish(session):
+    background = session.config.stash.get(BACKGROUND, None)
+    if background is not None:
+        background.finish()
+
+
+BACKGROUND = pytest.StashKey["Background"]()
+
+
+class Background(threading.Thread):
+    """The notebooks this run needs, executed into the build's cache, then the site built from them, in a
+    thread of this process while the other tests run. Each kernel gets one thread, as the session has
+    always run them (a kernel's share of two cores)."""
+
+    def __init__(self, needed: list[Path], wants_site: bool, workers: int | None):
+        super().__init__(name="lessons-in-the-background", daemon=True)
+        self.needed, self.wants_site, self.workers = needed, wants_site, workers
+        self.folder = Path(tempfile.mkdtemp(prefix="course-lessons-"))
+        self.executions: Executions | None = None
+        self.site: Path | None = None
+        self.site_error: str | None = None
+        self.error: BaseException | None = None
+
+    def run(self):
+        from tests import markers
+
+        markers.BACKGROUND.active = True          # not charged to whichever test runs meanwhile
+        try:
+            self.executions = execute_needed(self.needed, self.folder / "executed", self.workers, threads=1)
+            if self.wants_site:
+                self.site, self.site_error = build_site(self.executions, self.folder / "site")
+        except BaseException as error:            # re-raised in the test that needs the result
+            self.error = error
+
+    def result(self) -> "Background":
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self
+
+    def finish(self):
+        if not self.is_alive():               # an interrupted run leaves it behind rather than wait
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def execute_needed(needed: list[Path], out_dir: Path, workers: int | None = None,
+                   threads: int | None = None) -> Executions:
+    from tools.cache import execute_lessons
+
+    lessons = set(COURSE.lessons())
+    report = execute_lessons([path for path in needed if path in lessons], out_dir, workers=workers, force=True,
+                             extra=[path for path in needed if path not in lessons], threads=threads)
+    return Executions(report.executions)
+
+
+def build_site(executions: Executions, output: Path) -> tuple[Path | None, str | None]:
+    """The site built by `make book`'s own command into `output`: (its html folder, None), or (None, why not)."""
+    import json
+    import subprocess
+
+    from tools.build_book import build_command
+    from tools.course import tool_env
+
+    failed = [str(path) for path, run in executions.items() if run.error and path in COURSE.lessons()]
+    if failed:
+        return None, f"cannot build the site: notebooks failed: {failed}"
+    output.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(build_command(output), cwd=COURSE.root, env=tool_env(), capture_output=True, text=True)
+    if result.returncode:
+        return None, f"the site build failed:\n{result.stdout[-5000:]}\n{result.stderr[-5000:]}"
+    report = json.loads((output / "_build" / "build-report.json").read_text())
+    if report["executed"]:
+        return None, f"the site build executed {report['executed']} again"
+    return output / "_build" / "html", None
 
 
 class Executions(dict):
@@ -76,35 +176,25 @@ class Executions(dict):
 
 @pytest.fixture(scope="session")
 def executions(request, tmp_path_factory) -> Executions:
-    """The notebooks the selected tests need, executed once each in a fresh kernel, in one parallel batch
-    (both cores in use); the lessons that ran cleanly go into the build's execution cache."""
-    from tools.cache import execute_lessons
-
-    needed = request.config.stash.get(NEEDED, [])
-    lessons = set(COURSE.lessons())
-    report = execute_lessons([path for path in needed if path in lessons], tmp_path_factory.mktemp("executed"),
-                             force=True, extra=[path for path in needed if path not in lessons])
-    return Executions(report.executions)
+    """The notebooks the selected tests need, executed once each in a fresh kernel (in the background
+    since collection ended, or now with --lessons-inline, in one parallel batch); the lessons that ran
+    cleanly go into the build's execution cache."""
+    background = request.config.stash.get(BACKGROUND, None)
+    if background is not None:
+        return background.result().executions
+    return execute_needed(request.config.stash.get(NEEDED, []), tmp_path_factory.mktemp("executed"))
 
 
 @pytest.fixture(scope="session")
-def site(executions, tmp_path_factory) -> Path:
-    """The course site, built once per run into a temporary folder by `make book`'s own command
-    (`python -m tools.build_book`, with --output), from the lessons `executions` just cached: nothing
-    executes again. The site tests and the browser tests (tests/browser/) all read this one build."""
-    import json
-    import subprocess
-
-    from tools.build_book import build_command
-    from tools.course import tool_env
-
-    failed = [str(path) for path, run in executions.items() if run.error and path in COURSE.lessons()]
-    if failed:
-        pytest.fail(f"cannot build the site: notebooks failed: {failed}")
-    output = tmp_path_factory.mktemp("site")
-    result = subprocess.run(build_command(output), cwd=COURSE.root, env=tool_env(), capture_output=True, text=True)
-    if result.returncode:
-        pytest.fail(f"the site build failed:\n{result.stdout[-5000:]}\n{result.stderr[-5000:]}")
-    report = json.loads((output / "_build" / "build-report.json").read_text())
-    assert report["executed"] == [], f"the site build executed {report['executed']} again"
-    return output / "_build" / "html"
+def site(executions, request, tmp_path_factory) -> Path:
+    """The course site, built once per run by `make book`'s own command (`python -m tools.build_book`,
+    with --output), from the lessons `executions` just cached: nothing executes again. The site tests
+    and the browser tests (tests/browser/) all read this one build."""
+    background = request.config.stash.get(BACKGROUND, None)
+    if background is not None and background.result().wants_site:
+        html, error = background.site, background.site_error
+    else:
+        html, error = build_site(executions, tmp_path_factory.mktemp("site"))
+    if error:
+        pytest.fail(error)
+    return html

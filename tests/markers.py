@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import importlib
 import subprocess
+import threading
 
 import pytest
 
@@ -37,8 +38,13 @@ USED: dict[str, set[str]] = {}          # marker -> what the running test used t
 RUNNING: list[str] = []                 # the test running now (nothing while no test runs)
 
 
+# Set in a thread that does the session's own work while tests run (tests/conftest.py's background lessons):
+# what it uses is charged to no test.
+BACKGROUND = threading.local()
+
+
 def record(marker: str, what: str) -> None:
-    if RUNNING:
+    if RUNNING and not getattr(BACKGROUND, "active", False):
         USED.setdefault(marker, set()).add(what)
 
 

@@ -288,7 +288,8 @@ class Report:
 
 
 def execute_lessons(lessons: list[Path], out_dir: Path, workers: int | None = None, force: bool = False,
-                    cache_path: Path | None = None, root: Path = COURSE.root, extra: list[Path] = ()) -> Report:
+                    cache_path: Path | None = None, root: Path = COURSE.root, extra: list[Path] = (),
+                    threads: int | None = None) -> Report:
     """Bring the execution cache up to date for `lessons`: drop the records whose dependencies changed,
     execute (in one parallel batch) every lesson without a record, or all of them with `force`, and
     cache each that ran cleanly. `extra` notebooks (the tests' assignment masters) run in the same batch
@@ -302,7 +303,7 @@ def execute_lessons(lessons: list[Path], out_dir: Path, workers: int | None = No
     report.executed = [lesson for lesson in lessons if force or cached_record(cache, notebooks[lesson]) is None]
     report.from_cache = [lesson for lesson in lessons if lesson not in report.executed]
     keyed = time.perf_counter()
-    report.executions = execute_all(report.executed + list(extra), out_dir, workers, config.timeout, root)
+    report.executions = execute_all(report.executed + list(extra), out_dir, workers, config.timeout, root, threads)
     for lesson, run in report.executions.items():
         if lesson in keys and (run.error is None or config.allow_errors):
             store(cache, keys[lesson], nbformat.read(run.output, as_version=4), run.seconds)

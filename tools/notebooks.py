@@ -18,6 +18,7 @@ caller adds); the calling process's own environment is never changed.
 from __future__ import annotations
 
 import copy
+import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -154,14 +155,16 @@ def executed_name(source: Path, root: Path | None = None) -> Path:
 
 
 def execute_all(sources: list[Path], out_dir: Path, workers: int | None = None,
-                timeout: int | None = None, root: Path | None = None) -> dict[Path, Execution]:
+                timeout: int | None = None, root: Path | None = None,
+                threads: int | None = None) -> dict[Path, Execution]:
     """Execute every notebook once, `workers` at a time (default: one per core), each kernel on its
-    share of the cores (`kernel_threads`)."""
+    share of the cores (`kernel_threads`) unless `threads` says otherwise. The workers are spawned, not
+    forked: a caller may run this in a thread while its other threads hold locks (the test session does)."""
     if not sources:
         return {}
     workers = workers or os.cpu_count() or 1
-    threads = kernel_threads(workers)           # as many threads as a full batch gets, however few run
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    threads = threads or kernel_threads(workers)       # as many threads as a full batch gets, however few run
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {
             source: pool.submit(execute, source, out_dir / executed_name(source, root), threads, None, timeout)
             for source in sources
