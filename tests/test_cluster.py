@@ -2,8 +2,8 @@
 
 The workers run from an empty folder with the pinned environment and nothing of the course on their path,
 as on a lab machine: the kit and the task bring everything. The class mixes known submissions of the
-cheapest assignment (the engine's sample, grading.engine_sample: the master, the release, a few catalog bugs,
-alternatives and copies) with hostile ones from the robustness suite. One worker is killed (the whole `dask worker` process group, nanny included) once
+cheapest assignment (those stock nbgrader grades for comparison: the master, the release, a catalog bug and
+an alternative) with hostile ones from the robustness suite. One worker is killed (the whole `dask worker` process group, nanny included) once
 the first result is in: the run still grades every submission exactly once, and the grades, comments and
 feedback equal the engine's on a local cluster (the session's `graded` class) and stock nbgrader's.
 """
@@ -24,7 +24,7 @@ import nbformat
 import pytest
 
 from tests import attacks
-from tests.grading_fixtures import STOCK_ASSIGNMENT as A, shown_errors
+from tests.grading_fixtures import STOCK_ASSIGNMENT as A, comparison_submissions, shown_errors
 from tools import grade_class, grading
 from tools.course import COURSE, Course
 
@@ -114,7 +114,7 @@ def kill_worker_after_first_result(course: Course, worker: subprocess.Popen, stu
 @pytest.fixture(scope="module")
 def cluster_class(cluster, course, tmp_path_factory):
     root = grading.copy_course(course, tmp_path_factory.mktemp("cluster-class") / "course")
-    known = grading.engine_sample(A)        # what the session's engine grades too (tests/grading_fixtures.py)
+    known = comparison_submissions()        # graded by the session's engine and by stock nbgrader too
     hostile = [grading.Submission(student, A, notebook) for student, notebook in HOSTILE.items()]
     grading.hand_in(root, known + hostile)
     students = [submission.student for submission in known + hostile]

@@ -86,8 +86,10 @@ def test_quiz_page_loads_cleanly_on_a_slow_machine(browser, base_url):
         errors = []
         page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
         page.on("pageerror", lambda error: errors.append(str(error)))
-        page.goto(base_url + "book/08-ablations.html", wait_until="load")
-        page.locator(".Quiz .MCButton").first.wait_for(state="attached")
+        # A page load at a twentieth of the CPU's speed took over Playwright's default 30 s on a busy machine
+        # (load 5): 120 s.
+        page.goto(base_url + "book/08-ablations.html", wait_until="load", timeout=120_000)
+        page.locator(".Quiz .MCButton").first.wait_for(state="attached", timeout=120_000)
         page.wait_for_timeout(2_000)                      # past jupyterquiz's 0.5 s MathJax check
         outside = list(context.outside_requests)
     finally:
