@@ -31,6 +31,7 @@ def configure(c):
 
     from course_grading import GuardedExecute, HideHiddenTests, Intake, RecordFlags, RestoreFromRelease
     from feedback_summary import FeedbackSummary
+    from late_policy import CourseLatePolicy
     from grading_environment import kernel_arguments, sandbox_enabled, value
 
     # The course id, nbgrader's folders, the gradebook's URL and the exchange: course_directory.py, which the
@@ -86,6 +87,14 @@ def configure(c):
         GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, RecordFlags, LimitOutput, SaveAutoGrades,
         AssignLatePenalties, CheckCellMetadata,
     ]
+
+    # Late submissions (late_policy.py, nbgrader's late-submission plugin): after 15 minutes' grace, 10 % of the
+    # points earned off per started day past the assignment's due date, at most 50 %. Change the numbers
+    # here; CourseLatePolicy.penalty_method = "zero" is nbgrader's stock rule (late scores zero).
+    c.AssignLatePenalties.plugin_class = CourseLatePolicy
+    c.CourseLatePolicy.grace_minutes = 15
+    c.CourseLatePolicy.percent_per_day = 10
+    c.CourseLatePolicy.max_percent = 50
 
     # Feedback shows each failed check's message, never the hidden test code (set enabled = False to
     # release the tests with the feedback after the due date). Scripts, event handlers and frames are removed
