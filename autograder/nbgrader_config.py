@@ -18,6 +18,7 @@ def configure(c):
     import sys
     from pathlib import Path
 
+    import bleach
     from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbconvert.preprocessors.sanitize import SanitizeHTML
     from nbgrader.preprocessors import (
@@ -30,6 +31,7 @@ def configure(c):
         sys.path.insert(0, str(HERE))
 
     from course_grading import GuardedExecute, HideHiddenTests, Intake, RecordFlags, RestoreFromRelease
+    from feedback_math import MATHML_ATTRIBUTES, MATHML_TAGS, TypesetMath
     from feedback_summary import FeedbackSummary
     from late_policy import CourseLatePolicy
     from grading_environment import kernel_arguments, sandbox_enabled, value
@@ -101,10 +103,14 @@ def configure(c):
     # from outputs and markdown, since instructors open feedback pages too.
     # Each feedback page opens with a summary: one line per check, a lost point's message, a link to the
     # cell and to the lesson section that teaches it (feedback_summary.py).
-    c.GenerateFeedback.preprocessors = [HideHiddenTests, GetGrades, FeedbackSummary, SanitizeHTML,
+    # Formulas are typeset into MathML when the page is made (feedback_math.py): a page read offline, or in
+    # JupyterLab's viewer that runs no script, shows them; the sanitizer keeps MathML and nothing else new.
+    c.GenerateFeedback.preprocessors = [HideHiddenTests, GetGrades, FeedbackSummary, TypesetMath, SanitizeHTML,
                                         CSSHTMLHeaderPreprocessor]
     c.HideHiddenTests.enabled = True
     c.SanitizeHTML.enabled = True               # nbconvert's preprocessors are off unless enabled
+    c.SanitizeHTML.tags = sorted({*bleach.ALLOWED_TAGS, *MATHML_TAGS})      # nbconvert's defaults are bleach's
+    c.SanitizeHTML.attributes = {**bleach.ALLOWED_ATTRIBUTES, **{tag: MATHML_ATTRIBUTES for tag in MATHML_TAGS}}
     c.HTMLExporter.sanitize_html = True
 
     # `nbgrader export --exporter=course_grading.PerCheckExport --to checks.csv`: one column per check (it

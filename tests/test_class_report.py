@@ -40,6 +40,8 @@ from sqlalchemy.exc import SAWarning
 from tools import class_report, grading
 from tools.course import COURSE, Course, venv_on_path
 
+feedback_math = COURSE.autograder_module("feedback_math")
+
 A = "01-layernorm"
 OUTPUT = COURSE.root / "_build" / "test-output" / "class-report"
 HOSTILE = '=HYPERLINK("x")<img src=x onerror=alert(1)>'          # a student id, as an LMS could send one
@@ -409,8 +411,11 @@ with sync_playwright() as playwright:
         summary = page.evaluate("() => { const h = [...document.querySelectorAll('h2')].find(h => "
                                 "h.textContent.startsWith('Your result')); return h ? "
                                 "h.nextElementSibling.nextElementSibling.innerText : ''; }")
+        formulas = page.evaluate("() => [...document.querySelectorAll('math')].map(m => m.getBoundingClientRect().width)")
+        text = page.evaluate("() => document.body.innerText")
         page.screenshot(path=shots[name], full_page=name == "report")
-        found[name] = {"outside": outside, "dialogs": dialogs, "figures": figures, "summary": summary}
+        found[name] = {"outside": outside, "dialogs": dialogs, "figures": figures, "summary": summary,
+                       "formulas": formulas, "tex_left": text.count("$$")}
     browser.close()
 print(json.dumps(found))
 """
@@ -456,6 +461,11 @@ def test_report_and_feedback_summary_in_chromium(known):
     assert seen["report"]["outside"] == [] and seen["report"]["dialogs"] == []
     assert len(seen["report"]["figures"]) == 2 and all(width > 0 for width in seen["report"]["figures"])
     assert seen["feedback"]["dialogs"] == []
+    # The release's formulas are MathML, drawn by the browser itself: offline, with no script.
+    release = nbformat.read(COURSE.release_notebook(A), as_version=4)
+    written = sum(len(feedback_math.formulas(cell.source)) for cell in release.cells if cell.cell_type == "markdown")
+    assert written and len(seen["feedback"]["formulas"]) >= written, seen["feedback"]["formulas"]
+    assert all(width > 0 for width in seen["feedback"]["formulas"]) and seen["feedback"]["tex_left"] == 0
     lines = [line for line in seen["feedback"]["summary"].splitlines() if line.strip()]
     assert len(lines) == len(checks)
     assert sum(line.startswith("lost") for line in lines) == len(variant.fails)
@@ -502,3 +512,14 @@ def test_section_anchors_are_sphinx_ids_and_the_site_is_github_pages():
     lesson = summary.read_lesson(COURSE.root / "book" / "01-layernorm.md")
     assert lesson.title.startswith("1.") and lesson.sections
     assert all(not section.title.startswith("#") for section in lesson.sections)
+
+
+@pytest.mark.quick
+def test_formulas_become_mathml_and_code_and_prices_stay_as_written():
+    from nbformat.v4 import new_markdown_cell, new_notebook
+
+    source = r"The mean $$\mu = \frac{1}{D}\sum_i x_i$$ and $\sigma^2$; it costs $5 and $6; code `$x$`; broken $\frac{$"
+    notebook, _ = feedback_math.TypesetMath().preprocess(new_notebook(cells=[new_markdown_cell(source)]), {})
+    typeset = notebook.cells[0].source
+    assert typeset.count("<math") == 2 and 'display="block"' in typeset and "<mfrac>" in typeset
+    assert "$5 and $6" in typeset and "`$x$`" in typeset and r"$\frac{$" in typeset
