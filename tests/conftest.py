@@ -17,7 +17,8 @@ lesson modules put it in their `pytestmark`); a test of the site needs every les
 The lessons start executing as soon as the tests are collected, in a background thread (one kernel at
 a time, one thread each), and the site is built after them there too, while the grading tests run: those
 leave a core idle much of the time (browsers, timeouts, tails of parallel batches). The tests that read
-executed notebooks or the site run last, so they rarely wait. `--lessons-inline` turns this off.
+executed notebooks run last, then those that read the site, so they rarely wait. `--lessons-inline`
+turns this off.
 Lessons execute through the build's execution cache (tools/cache.py, `_build/.jupyter_cache`: the only
 thing a test writes outside its temporary folders, besides the review material in `_build/test-output`),
 always afresh, and are cached when they ran cleanly, so `make book` after `make test` starts no kernel.
@@ -55,10 +56,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.grading)
         if item.get_closest_marker("quick") and names & EXPENSIVE:
             raise pytest.UsageError(f"{item.nodeid} is marked quick but uses {sorted(names & EXPENSIVE)}")
-    # The modules that read executed notebooks or the site go last, whole (their module fixtures set up
-    # once), so the background execution has the rest of the run to finish in.
-    reading = {item.module for item in items if {"executions", "site"} & set(getattr(item, "fixturenames", ()))}
-    items.sort(key=lambda item: item.module in reading)
+    # The tests that read executed notebooks go last, and those that read the site after them, so the
+    # background execution has the rest of the run to finish in and the site builds while lessons are
+    # checked. The rest of a lesson's module (its two-thread rerun, which executes for itself) stays in place.
+    items.sort(key=lambda item: (lambda names: 2 if "site" in names else 1 if "executions" in names else 0)(
+        set(getattr(item, "fixturenames", ()))))
 
 
 @pytest.hookimpl(trylast=True)
