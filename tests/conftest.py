@@ -14,8 +14,8 @@ A test that reads an executed notebook names it: `pytest.mark.notebooks("book/01
 lesson modules put it in their `pytestmark`); a test of the site needs every lesson. The session fixture
 `executions` executes exactly the notebooks the selected tests need, once, in one parallel batch, so
 `pytest tests/test_lesson_01_layernorm.py` executes lesson 1 alone, and the whole suite each notebook once.
-The lessons start executing as soon as the tests are collected, in a background thread (a kernel per
-core, one thread each), and the site is built after them there too, while the grading tests run: those
+The lessons start executing as soon as the tests are collected, in a background thread (one kernel at
+a time, one thread each), and the site is built after them there too, while the grading tests run: those
 leave a core idle much of the time (browsers, timeouts, tails of parallel batches). The tests that read
 executed notebooks run last, then those that read the site, so they rarely wait. `--lessons-inline`
 turns this off.
@@ -79,9 +79,10 @@ def pytest_collection_finish(session):
     session.config.stash[NEEDED] = [path for path in order if path in needed] + sorted(needed - set(order))
     if needed and not session.config.getoption("lessons_inline") and not session.config.getoption("collectonly"):
         wants_site = any("site" in getattr(item, "fixturenames", ()) for item in session.items)
-        # A kernel per core, as when nothing else runs: with one kernel beside the grading tests the
-        # machine still sat idle 28 % of a full run and the site tests waited 113 s for the lessons.
-        background = Background(session.config.stash[NEEDED], wants_site, workers=None)
+        # One kernel at a time beside grading, which takes both cores in bursts; both cores when nothing
+        # else runs (one lesson's tests, or the site's).
+        beside_grading = any(item.get_closest_marker(name) for item in session.items for name in ("grading", "lab"))
+        background = Background(session.config.stash[NEEDED], wants_site, workers=1 if beside_grading else None)
         session.config.stash[BACKGROUND] = background
         background.start()
 
