@@ -53,8 +53,10 @@ SLOW = 42.5                                                       # seconds give
 
 # Clones of each kind of sampled submission; the bugs get distinct counts, so that the class, not a tie,
 # decides the ranking of the mistakes.
-CLONES = {"solution": 5, "release": 2, "correct": 3, "copy": 2}
-BUG_CLONES = [7, 5, 3, 2, 2, 2]
+# With the engine's sample of assignment 1 (the master, the release, two bugs, an alternative, the copy):
+# 6 + 3 + 8 + 6 + 5 + 2, a class of 30.
+CLONES = {"solution": 6, "release": 3, "correct": 5, "copy": 2}
+BUG_CLONES = [8, 6, 4, 3, 2, 2]
 
 
 def copies_per_source(sample: list[grading.Submission], variants: list[grading.Variant]) -> dict[str, int]:
@@ -351,7 +353,8 @@ def test_canvas_import_round_trips_and_nobody_is_dropped_silently(known):
     with (known.out / f"{A}-canvas.csv").open(newline="") as handle:
         rows = list(csv.reader(handle))
     assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", A]
-    assert rows[1] == ["Points Possible", "", "", "", "", "20"]
+    points = sum(points for _, points in grading.graded_cell_points(A).values())
+    assert rows[1] == ["Points Possible", "", "", "", "", f"{points:g}"]
     by_id = {row[1]: row for row in rows[2:]}                     # Canvas's ID column
     order = sorted(known.source) + ["absent-student", "lms-only"]
     assert len(by_id) == len(rows) - 2 == len(order) - 1
