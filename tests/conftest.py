@@ -17,8 +17,11 @@ lesson modules put it in their `pytestmark`); a test of the site needs every les
 The lessons start executing as soon as the tests are collected, in a background thread (one kernel at
 a time, one thread each), and the site is built after them there too, while the grading tests run: those
 leave a core idle much of the time (browsers, timeouts, tails of parallel batches). The tests that read
-executed notebooks run last, then those that read the site, so they rarely wait. `--lessons-inline`
-turns this off.
+executed notebooks run last, then those that read the site, so they rarely wait. A test that reruns a
+lesson another way (lessons 7 and 8 on two threads) names its run with `pytest.mark.rerun.with_args(FUNCTION)` and
+reads it from the `rerun` fixture: the background thread makes that run after the site, while the grading
+tests still run, instead of at the end of the session, where one kernel on its own leaves a core idle.
+`--lessons-inline` turns all of this off.
 Lessons execute through the build's execution cache (tools/cache.py, `_build/.jupyter_cache`: the only
 thing a test writes outside its temporary folders, besides the review material in `_build/test-output`),
 always afresh, and are cached when they ran cleanly, so `make book` after `make test` starts no kernel.
@@ -58,8 +61,8 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(f"{item.nodeid} is marked quick but uses {sorted(names & EXPENSIVE)}")
     # The tests that read executed notebooks go last, and those that read the site after them, so the
     # background execution has the rest of the run to finish in and the site builds while lessons are
-    # checked. The rest of a lesson's module (its two-thread rerun, which executes for itself) stays in place.
-    items.sort(key=lambda item: (lambda names: 2 if "site" in names else 1 if "executions" in names else 0)(
+    # checked; the tests of the background's reruns go with them.
+    items.sort(key=lambda item: (lambda names: 2 if "site" in names else 1 if names & {"executions", "rerun"} else 0)(
         set(getattr(item, "fixturenames", ()))))
 
 
@@ -82,7 +85,9 @@ def pytest_collection_finish(session):
         # One kernel at a time beside grading, which takes both cores in bursts; both cores when nothing
         # else runs (one lesson's tests, or the site's).
         beside_grading = any(item.get_closest_marker(name) for item in session.items for name in ("grading", "lab"))
-        background = Background(session.config.stash[NEEDED], wants_site, workers=1 if beside_grading else None)
+        reruns = list(dict.fromkeys(mark.args[0] for item in session.items for mark in item.iter_markers("rerun")))
+        background = Background(session.config.stash[NEEDED], wants_site, workers=1 if beside_grading else None,
+                                reruns=reruns)
         session.config.stash[BACKGROUND] = background
         background.start()
 
@@ -106,7 +111,7 @@ class Background(threading.Thread):
     thread of this process while the other tests run. Each kernel gets one thread, as the session has
     always run them (a kernel's share of two cores)."""
 
-    def __init__(self, needed: list[Path], wants_site: bool, workers: int | None):
+    def __init__(self, needed: list[Path], wants_site: bool, workers: int | None, reruns: list = ()):
         super().__init__(name="lessons-in-the-background", daemon=True)
         self.needed, self.wants_site, self.workers = needed, wants_site, workers
         self.folder = Path(tempfile.mkdtemp(prefix="course-lessons-"))
@@ -114,6 +119,7 @@ class Background(threading.Thread):
         self.site: Path | None = None
         self.site_error: str | None = None
         self.error: BaseException | None = None
+        self.reruns = {job: None for job in reruns}        # job -> its result, or the exception it raised
 
     def run(self):
         from tests import markers
@@ -125,6 +131,13 @@ class Background(threading.Thread):
                 self.site, self.site_error = build_site(self.executions, self.folder / "site")
         except BaseException as error:            # re-raised in the test that needs the result
             self.error = error
+        for index, job in enumerate(self.reruns):
+            folder = self.folder / f"rerun-{index}"
+            folder.mkdir()
+            try:
+                self.reruns[job] = job(folder)
+            except BaseException as error:        # noqa: BLE001 (re-raised in the test that reads it)
+                self.reruns[job] = error
 
     def result(self) -> "Background":
         self.join()
@@ -185,6 +198,21 @@ def executions(request, tmp_path_factory) -> Executions:
     if background is not None:
         return background.result().executions
     return execute_needed(request.config.stash.get(NEEDED, []), tmp_path_factory.mktemp("executed"))
+
+
+@pytest.fixture()
+def rerun(request, tmp_path):
+    """The result of the test's `pytest.mark.rerun(FUNCTION)`: FUNCTION(folder), run by the background thread
+    after the site when there is one, else now."""
+    job = request.node.get_closest_marker("rerun").args[0]
+    background = request.config.stash.get(BACKGROUND, None)
+    if background is None or job not in background.reruns:
+        return job(tmp_path)
+    background.join()
+    result = background.reruns[job]
+    if isinstance(result, BaseException):
+        raise result
+    return result
 
 
 @pytest.fixture(scope="session")

@@ -135,13 +135,19 @@ def key_figures_run(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return notebook
 
 
-def test_key_figures_hold_on_two_threads(tmp_path):
+def on_two_threads(folder):
+    """The key figures' part of the lesson, executed with two threads (in the background: tests/conftest.py)."""
+    prefix = folder / "07-key-figures.ipynb"
+    nbformat.write(key_figures_run(read_notebook(LESSON)), prefix)
+    return execute(prefix, folder / "07-two-threads.ipynb", threads=2, env=PASSIVE_OPENMP)
+
+
+@pytest.mark.rerun.with_args(on_two_threads)      # with_args: a lone function would be decorated
+def test_key_figures_hold_on_two_threads(rerun):
     """The session runs every notebook with one thread per kernel (tools.notebooks.execute_all); rerun
     this one with two and check the same tolerances. Matrix sums split differently across threads, so
     the digits may change; the conclusions must not."""
-    prefix = tmp_path / "07-key-figures.ipynb"
-    nbformat.write(key_figures_run(read_notebook(LESSON)), prefix)
-    run = execute(prefix, tmp_path / "07-two-threads.ipynb", threads=2, env=PASSIVE_OPENMP)
+    run = rerun
     assert run.error is None, run.error
     values = glued_values(run.output)
     assert values["threads"] == 2

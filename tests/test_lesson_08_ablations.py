@@ -77,16 +77,23 @@ def draws_only(cell) -> bool:
     return bool(names) and all(name.startswith("fig_") for name in names)
 
 
-def test_key_figures_hold_on_two_threads(tmp_path):
-    """The session runs every notebook with one thread per kernel (tools.notebooks.execute_all). Rerun
-    the lesson with two, up to the three-model ablation (the depth sweep after it is left out to save
-    time) and without the cells that only draw a figure, and check the same tolerances."""
+def on_two_threads(folder):
+    """The lesson up to the three-model ablation (the depth sweep after it is left out to save time),
+    without the cells that only draw a figure, executed with two threads (in the background:
+    tests/conftest.py)."""
     notebook = jupytext.read(LESSON)
     last = next(i for i, cell in enumerate(notebook.cells) if ABLATION_CELL in cell.source)
     notebook.cells = [cell for cell in notebook.cells[:last + 1] if not draws_only(cell)]
-    prefix = tmp_path / "07-prefix.ipynb"
+    prefix = folder / "08-prefix.ipynb"
     nbformat.write(notebook, prefix)
-    run = execute(prefix, tmp_path / "07-two-threads.ipynb", threads=2, env=PASSIVE_OPENMP)
+    return execute(prefix, folder / "08-two-threads.ipynb", threads=2, env=PASSIVE_OPENMP)
+
+
+@pytest.mark.rerun.with_args(on_two_threads)      # with_args: a lone function would be decorated
+def test_key_figures_hold_on_two_threads(rerun):
+    """The session runs every notebook with one thread per kernel (tools.notebooks.execute_all). The
+    lesson's key figures, rerun with two threads, must hold to the same tolerances."""
+    run = rerun
     assert run.error is None, run.error
     key_figures_hold(glued_values(run.output))
 
