@@ -56,8 +56,8 @@ def main() -> None:
             headline["class_100_stock_extrapolated_s"] = extrapolation.get("stock_class_100_full_s")
             headline["class_1000_one_machine_extrapolated_s"] = extrapolation["class_1000_full_s_one_machine"]
         elif name == "test_command":
-            from bench import test_command
-            result = test_command.main(["--install"] if args.install else [])
+            from bench import suite
+            result = suite.main(["--install"] if args.install else [])
             headline["test_command_s"] = result["test_command"]["wall_s"]
             if "install" in result:
                 headline["cold_install_s"] = result["install"]["wall_s"]

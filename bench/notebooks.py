@@ -23,8 +23,8 @@ from pathlib import Path
 import nbformat
 
 from bench.common import REPO, machine, save, table, timed
-from tools.course import kernel_threads
-from tools.notebooks import all_notebooks, execute, executed_name
+from tools.course import COURSE, kernel_threads
+from tools.notebooks import execute, executed_name
 
 
 def cell_seconds(cell) -> float:
@@ -63,7 +63,7 @@ def instrumented(source: Path, output: Path, threads: int) -> dict:
 
 
 def main() -> dict:
-    sources = all_notebooks()
+    sources = COURSE.notebooks()
     workers = os.cpu_count() or 1
     threads = kernel_threads(workers)
     record: dict = {}

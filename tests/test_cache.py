@@ -17,7 +17,7 @@ import pytest
 
 from tools import cache
 from tools.course import COURSE
-from tools.notebooks import lesson_notebooks, read_notebook
+from tools.notebooks import read_notebook
 
 pytestmark = pytest.mark.quick
 
@@ -197,7 +197,7 @@ def test_the_build_executes_through_jupyter_books_cache():
 def test_the_course_lessons_depend_on_the_modules_they_import():
     """On the real lessons: only lesson 9 loads GPT-2's weights, and every lesson importing the package
     depends on model.py (through gptcourse/__init__.py)."""
-    for path in lesson_notebooks():
+    for path in COURSE.lessons():
         key = cache.notebook_key(path)
         modules = {module.relative_to(COURSE.root).as_posix() for module in key.modules}
         imports_weights = re.search(r"^\s*(from|import) gptcourse\.gpt2_weights\b", path.read_text(), re.M) is not None

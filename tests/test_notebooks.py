@@ -4,7 +4,7 @@ course's engine grades it: tests/test_grading.py's test_master_scores_full_marks
 import pytest
 
 from tools.course import COURSE
-from tools.notebooks import lesson_notebooks, read_notebook
+from tools.notebooks import read_notebook
 
 
 def name(path):
@@ -13,14 +13,14 @@ def name(path):
 
 @pytest.mark.lessons
 @pytest.mark.parametrize("notebook", [pytest.param(path, marks=pytest.mark.notebooks(name(path)), id=name(path))
-                                      for path in lesson_notebooks()])
+                                      for path in COURSE.lessons()])
 def test_notebook_executes_without_error(notebook, executions):
     execution = executions[notebook]
     assert execution.error is None, f"{name(notebook)}: {execution.error}"
 
 
 @pytest.mark.quick
-@pytest.mark.parametrize("notebook", lesson_notebooks(), ids=name)
+@pytest.mark.parametrize("notebook", COURSE.lessons(), ids=name)
 def test_every_code_cell_is_parsed_as_code(notebook):
     """A code-cell directive swallowed by a markdown fence (for example after an admonition title with
     backticks) silently never runs and shows raw text on the page."""

@@ -35,18 +35,6 @@ KERNEL = "python3"           # every notebook of the course runs in this kernel
 PASSIVE_OPENMP = {"OMP_WAIT_POLICY": "passive"}
 
 
-def lesson_notebooks() -> list[Path]:
-    return COURSE.lessons()
-
-
-def solution_notebooks() -> list[Path]:
-    return COURSE.master_notebooks()
-
-
-def all_notebooks() -> list[Path]:
-    return COURSE.notebooks()
-
-
 def read_notebook(path: Path) -> nbformat.NotebookNode:
     """A notebook as Jupyter Book reads it: MyST Markdown through myst-nb's reader, .ipynb through nbformat."""
     if path.suffix == ".md":
