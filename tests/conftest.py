@@ -44,6 +44,9 @@ NEEDED = pytest.StashKey[list]()
 # Fixtures a quick test may not use: each executes notebooks, builds the site or grades.
 EXPENSIVE = {"executions", "site", "course", "graded", "mutants", "stock"}
 GRADING = {"course", "graded", "mutants", "stock"}        # the session fixtures that grade (tests/grading_fixtures.py)
+# Fixtures that grade a batch of submissions on every core: the engine's sample, the catalog's fast path, the
+# hostile class, the cluster's class.
+BATCHES = {"graded", "mutants", "hostile", "cluster_class"}
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -61,9 +64,16 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(f"{item.nodeid} is marked quick but uses {sorted(names & EXPENSIVE)}")
     # The tests that read executed notebooks go last, and those that read the site after them, so the
     # background execution has the rest of the run to finish in and the site builds while lessons are
-    # checked; the tests of the background's reruns go with them.
-    items.sort(key=lambda item: (lambda names: 2 if "site" in names else 1 if names & {"executions", "rerun"} else 0)(
-        set(getattr(item, "fixturenames", ()))))
+    # checked; the tests of the background's reruns go with them. Before those, the modules whose fixtures
+    # grade a batch on every core (BATCHES) come after the other tests, which leave a core idle for long
+    # stretches (one nbgrader command, one browser, a class of a few) that the background's kernel fills;
+    # a module moves whole, so its module-scoped class is graded once.
+    def names(item) -> set[str]:
+        return set(getattr(item, "fixturenames", ()))
+
+    batches = {item.nodeid.split("::")[0] for item in items if names(item) & BATCHES}
+    items.sort(key=lambda item: (2 if "site" in names(item) else 1 if names(item) & {"executions", "rerun"} else 0,
+                                 item.nodeid.split("::")[0] in batches))
 
 
 @pytest.hookimpl(trylast=True)
@@ -120,6 +130,8 @@ class Background(threading.Thread):
         self.site_error: str | None = None
         self.error: BaseException | None = None
         self.reruns = {job: None for job in reruns}        # job -> its result, or the exception it raised
+        # Each stage's readers wait for that stage only: the site's tests not for the reruns after it.
+        self.lessons_done, self.site_done = threading.Event(), threading.Event()
 
     def run(self):
         from tests import markers
@@ -127,10 +139,14 @@ class Background(threading.Thread):
         markers.BACKGROUND.active = True          # not charged to whichever test runs meanwhile
         try:
             self.executions = execute_needed(self.needed, self.folder / "executed", self.workers, threads=1)
+            self.lessons_done.set()
             if self.wants_site:
                 self.site, self.site_error = build_site(self.executions, self.folder / "site")
         except BaseException as error:            # re-raised in the test that needs the result
             self.error = error
+        finally:
+            self.lessons_done.set()
+            self.site_done.set()
         for index, job in enumerate(self.reruns):
             folder = self.folder / f"rerun-{index}"
             folder.mkdir()
@@ -139,8 +155,9 @@ class Background(threading.Thread):
             except BaseException as error:        # noqa: BLE001 (re-raised in the test that reads it)
                 self.reruns[job] = error
 
-    def result(self) -> "Background":
-        self.join()
+    def result(self, stage: threading.Event | None = None) -> "Background":
+        """This, once `stage` (default: the lessons) is done; the background's error if it failed."""
+        (stage or self.lessons_done).wait()
         if self.error is not None:
             raise self.error
         return self
@@ -221,7 +238,8 @@ def site(executions, request, tmp_path_factory) -> Path:
     with --output), from the lessons `executions` just cached: nothing executes again. The site tests
     and the browser tests (tests/browser/) all read this one build."""
     background = request.config.stash.get(BACKGROUND, None)
-    if background is not None and background.result().wants_site:
+    if background is not None and background.wants_site:
+        background.result(background.site_done)
         html, error = background.site, background.site_error
     else:
         html, error = build_site(executions, tmp_path_factory.mktemp("site"))
