@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,21 +73,26 @@ class GradedClass:
 
 
 GRADED_ASSIGNMENTS = pytest.StashKey[list]()
+MUTANT_ASSIGNMENTS = pytest.StashKey[list]()
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session):
     """The assignments whose engine samples the selected tests read (their `assignment` parameter, or the
-    assignment of their catalog variant; the stock comparison's for any other test of `graded`)."""
-    wanted = []
-    for item in session.items:
-        if "graded" not in getattr(item, "fixturenames", ()):
-            continue
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        found = [value if isinstance(value, str) else value.assignment for key, value in params.items()
-                 if key == "assignment" or isinstance(value, grading.Variant)]
-        wanted += found or [STOCK_ASSIGNMENT]
-    session.config.stash[GRADED_ASSIGNMENTS] = [a for a in COURSE.assignments() if a in wanted]
+    assignment of their catalog variant; the stock comparison's for any other test of `graded`), and those
+    whose catalogs they read through the fast path (every assignment for a test without such a parameter,
+    the mutation report's)."""
+    for fixture, key, otherwise in (("graded", GRADED_ASSIGNMENTS, [STOCK_ASSIGNMENT]),
+                                    ("mutants", MUTANT_ASSIGNMENTS, COURSE.assignments())):
+        wanted = []
+        for item in session.items:
+            if fixture not in getattr(item, "fixturenames", ()):
+                continue
+            params = getattr(getattr(item, "callspec", None), "params", {})
+            found = [value if isinstance(value, str) else value.assignment for key_, value in params.items()
+                     if key_ == "assignment" or isinstance(value, grading.Variant)]
+            wanted += found or otherwise
+        session.config.stash[key] = [a for a in COURSE.assignments() if a in wanted]
 
 
 @pytest.fixture(scope="session")
@@ -99,16 +105,26 @@ def graded(course, tmp_path_factory, request):
 @dataclass
 class Mutants:
     """Every known submission of each assignment (the whole catalog), graded by the fast path
-    (tools.mutation_grading: one process per assignment, as autograde scores them), the first time a test
-    asks for the assignment. The same interface as GradedClass."""
+    (tools.mutation_grading: one process per assignment, as autograde scores them). The first test that
+    asks has every assignment this run's tests need graded, one process per core side by side, each
+    grading one submission at a time (the largest catalogs first): a process spends its first 10 to 20 s
+    importing and preparing on one core, which another assignment's process fills. The same interface as
+    GradedClass."""
 
     course: Path                              # the scratch course whose masters and releases the engine uses
+    wanted: list[str] = field(default_factory=list)      # the assignments this run's tests need
     results: dict[str, dict] = field(default_factory=dict)
 
     def grade(self, assignment: str) -> dict[str, tuple]:
         if assignment not in self.results:
-            self.results[assignment] = mutation_grading.grade_known(
-                assignment, grading.known_submissions(assignment), course=self.course)
+            from concurrent.futures import ThreadPoolExecutor
+
+            batch = [name for name in dict.fromkeys([assignment, *self.wanted]) if name not in self.results]
+            batch.sort(key=lambda name: -len(grading.known_submissions(name)))
+            with ThreadPoolExecutor(max_workers=min(len(batch), os.cpu_count() or 1)) as pool:
+                graded = pool.map(lambda name: mutation_grading.grade_known(
+                    name, grading.known_submissions(name), workers=1, course=self.course), batch)
+                self.results.update(zip(batch, graded))
         return self.results[assignment]
 
     def scores(self, assignment: str, student: str) -> dict[str, tuple[float, float]]:
@@ -119,9 +135,9 @@ class Mutants:
 
 
 @pytest.fixture(scope="session")
-def mutants(course):
+def mutants(course, request):
     """The catalog graded by the fast path (trusted code: no sandbox, no kernel per variant)."""
-    return Mutants(course)
+    return Mutants(course, request.config.stash.get(MUTANT_ASSIGNMENTS, []))
 
 
 # --- stock nbgrader, the reference the engine is compared with ---------------------------------------------
