@@ -162,13 +162,22 @@ def kernel_threads(workers: int) -> int:
 def tool_env(extra: dict[str, str] | None = None, threads: int | None = None,
              base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for a command the course runs (nbgrader, jupyter-book, a kernel): this virtual
-    environment's bin first on PATH (nbgrader calls `alembic` from PATH), and OMP_NUM_THREADS when the
-    caller shares the cores out. A new dict; the calling process's environment is left as it is."""
+    environment's bin first on PATH (nbgrader calls `alembic` from PATH), and the thread count when the
+    caller shares the cores out. A new dict; the calling process's environment is left as it is.
+
+    The thread count goes into every variable a numerical library reads, not OMP_NUM_THREADS alone: while
+    a local Dask cluster runs, its nannies have put MKL_NUM_THREADS=1 (and OPENBLAS_NUM_THREADS=1) into
+    this process's environment, and PyTorch lets MKL_NUM_THREADS win (a lesson asked for two threads,
+    started from the tests' background thread meanwhile, ran on one)."""
     env = {**(os.environ if base is None else base), **(extra or {})}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     if threads:
-        env["OMP_NUM_THREADS"] = str(threads)
+        for name in THREAD_VARIABLES:
+            env[name] = str(threads)
     return env
+
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 @contextmanager
