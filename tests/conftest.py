@@ -18,8 +18,8 @@ The lessons start executing as soon as the tests are collected, in a background 
 a time, one thread each), and the site is built after them there too, while the grading tests run: those
 leave a core idle much of the time (browsers, timeouts, tails of parallel batches). The tests that read
 executed notebooks run last, then those that read the site, so they rarely wait. A test that reruns a
-lesson another way (lessons 7 and 8 on two threads) names its run with `pytest.mark.rerun.with_args(FUNCTION)` and
-reads it from the `rerun` fixture: the background thread makes that run after the site, while the grading
+lesson another way (lessons 7 and 8 on two threads) names its run with
+`pytest.mark.rerun.with_args(FUNCTION)` and reads it from the `rerun` fixture: the background thread makes that run after the site, while the grading
 tests still run, instead of at the end of the session, where one kernel on its own leaves a core idle.
 `--lessons-inline` turns all of this off.
 Lessons execute through the build's execution cache (tools/cache.py, `_build/.jupyter_cache`: the only
@@ -219,7 +219,7 @@ def executions(request, tmp_path_factory) -> Executions:
 
 @pytest.fixture()
 def rerun(request, tmp_path):
-    """The result of the test's `pytest.mark.rerun(FUNCTION)`: FUNCTION(folder), run by the background thread
+    """The result of the test's `pytest.mark.rerun.with_args(FUNCTION)`: FUNCTION(folder), run by the background thread
     after the site when there is one, else now."""
     job = request.node.get_closest_marker("rerun").args[0]
     background = request.config.stash.get(BACKGROUND, None)

@@ -119,11 +119,12 @@ class Mutants:
         if assignment not in self.results:
             from concurrent.futures import ThreadPoolExecutor
 
-            batch = [name for name in dict.fromkeys([assignment, *self.wanted]) if name not in self.results]
-            batch.sort(key=lambda name: -len(grading.known_submissions(name)))
+            known = {name: grading.known_submissions(name) for name in dict.fromkeys([assignment, *self.wanted])
+                     if name not in self.results}
+            batch = sorted(known, key=lambda name: -len(known[name]))
             with ThreadPoolExecutor(max_workers=min(len(batch), os.cpu_count() or 1)) as pool:
                 graded = pool.map(lambda name: mutation_grading.grade_known(
-                    name, grading.known_submissions(name), workers=1, course=self.course), batch)
+                    name, known[name], workers=1, course=self.course), batch)
                 self.results.update(zip(batch, graded))
         return self.results[assignment]
 

@@ -163,23 +163,12 @@ class Grader:
         for it again. Grading the master in a fork finds them all, the lazy ones too: the first optimizer
         imports torch._dynamo (about 2 s), `from transformers import GPT2LMHeadModel` loads GPT-2's modules
         (about 1.7 s). Only modules are shared; nothing of the master's run reaches this process."""
-        readable, writable = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(readable)
-            try:
-                os.chdir(tempfile.mkdtemp(dir="."))
-                self.run(self.prepared(self.master))
-                names = sorted(sys.modules)
-            except BaseException:                          # noqa: BLE001 (nothing to share, no harm done)
-                names = []
-            with os.fdopen(writable, "w") as pipe:
-                json.dump(names, pipe)
-            os._exit(0)
-        os.close(writable)
+        pid, readable = forked(lambda: (self.run(self.prepared(self.master)), sorted(sys.modules))[1])
         with os.fdopen(readable) as pipe:
-            names = json.load(pipe)
+            names = json.loads(pipe.read() or "[]")
         os.waitpid(pid, 0)
+        if isinstance(names, dict):                        # it crashed: nothing to share, no harm done
+            names = []
         private = {"__main__", "_course_guard"}
         for name in sorted(set(names) - set(sys.modules), key=lambda name: name.count(".")):
             if name.split(".")[0] in private or name.split(".")[0] == "gptcourse":
@@ -290,16 +279,17 @@ def Judging(grading):
     return judging
 
 
-def forked(grader: Grader, notebook: nbformat.NotebookNode) -> tuple[int, int]:
-    """Start grading one notebook in a fork: (pid, the pipe its JSON result comes back on)."""
+def forked(work) -> tuple[int, int]:
+    """Start `work()` in a fork of this process: (pid, the pipe its JSON result comes back on; a crash comes
+    back as {"crashed": traceback})."""
     readable, writable = os.pipe()
     pid = os.fork()
-    if pid == 0:                                   # the child: grade, write the result, leave at once
+    if pid == 0:                                   # the child: work, write the result, leave at once
         os.close(readable)
         status = 0
         try:
             os.chdir(tempfile.mkdtemp(dir="."))    # files a notebook writes stay its own
-            payload = json.dumps(grader.run(notebook)).encode()
+            payload = json.dumps(work()).encode()
         except BaseException as error:             # noqa: BLE001 (reported to the parent, which raises)
             import traceback
 
@@ -323,7 +313,7 @@ def grade_all(assignment: str, course: Path, submissions: dict[str, dict], worke
     while waiting or running:
         while waiting and len(running) < workers:
             student, notebook = waiting.pop(0)
-            pid, fd = forked(grader, notebook)
+            pid, fd = forked(lambda: grader.run(notebook))
             running[fd] = (student, pid, time.monotonic(), [])
         ready, _, _ = select.select(list(running), [], [], 1.0)
         for fd in ready:
