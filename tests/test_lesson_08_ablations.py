@@ -84,6 +84,10 @@ def on_two_threads(folder):
     notebook = jupytext.read(LESSON)
     last = next(i for i, cell in enumerate(notebook.cells) if ABLATION_CELL in cell.source)
     notebook.cells = [cell for cell in notebook.cells[:last + 1] if not draws_only(cell)]
+    # The lesson does not print its thread count (lesson 7 does); this run records it, so the test can tell
+    # that two threads were used (a leaked MKL_NUM_THREADS=1 once made lesson 7's "two threads" one).
+    notebook.cells.append(nbformat.v4.new_code_cell(
+        'import torch\nglue("rerun_threads", torch.get_num_threads(), display=False)'))
     prefix = folder / "08-prefix.ipynb"
     nbformat.write(notebook, prefix)
     return execute(prefix, folder / "08-two-threads.ipynb", threads=2, env=PASSIVE_OPENMP)
@@ -95,7 +99,9 @@ def test_key_figures_hold_on_two_threads(rerun):
     lesson's key figures, rerun with two threads, must hold to the same tolerances."""
     run = rerun
     assert run.error is None, run.error
-    key_figures_hold(glued_values(run.output))
+    values = glued_values(run.output)
+    assert values["rerun_threads"] == 2
+    key_figures_hold(values)
 
 
 def test_quiz_states_the_notebooks_model_size(values):
