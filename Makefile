@@ -65,7 +65,7 @@ notebooks: $(STAMP)
 	$(PY) -m tools.build_book --notebooks _build/notebooks
 
 # Benchmarks (bench/, not tests): notebook execution, site builds, autograding (stock nbgrader against
-# tools.grade_class, checked identical), a cold venv install and the test command. Figures print and
+# autograder.grade_class, checked identical), a cold venv install and the test command. Figures print and
 # land in _build/bench/. `make bench BENCH_CLASS=100` for a larger synthetic class. Run on a quiet machine.
 BENCH_CLASS ?= 20
 .PHONY: bench

@@ -253,8 +253,7 @@ def enter(name: str, memory_bytes: int, processes: int, required: bool | None = 
     process into it. Where that fails: raise CgroupRequired with the reason if cgroups are required
     (`required`, default grading_environment's setting), else say so on standard error and return None."""
     if required is None:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        import grading_environment
+        from autograder import grading_environment
 
         required = grading_environment.cgroups_required()
     tag = owner_tag(os.getppid() if owner is None else owner)

@@ -26,7 +26,7 @@
 - HideHiddenTests: the feedback a student receives shows which checks failed and their messages, but
   neither the hidden test code nor tracebacks that would quote it. (nbconvert's SanitizeHTML, configured
   after it, removes scripts and event handlers from outputs and markdown.)
-- PerCheckExport: `nbgrader export --exporter=course_grading.PerCheckExport` writes one column per
+- PerCheckExport: `nbgrader export --exporter=autograder.course_grading.PerCheckExport` writes one column per
   graded test cell plus the flags, so an instructor sees which misconception each student has. Every
   text cell is written so that a spreadsheet reads it as text, never as a formula.
 
@@ -56,11 +56,9 @@ from nbgrader.plugins import ExportPlugin
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Dict, Unicode
 
-import cgroups
-import grading_environment
-import handins
-from grading_environment import value
-from kernel_relay import KernelRelay
+from autograder import cgroups, grading_environment, handins
+from autograder.grading_environment import value
+from autograder.kernel_relay import KernelRelay
 
 HERE = Path(__file__).resolve().parent
 
@@ -249,13 +247,16 @@ def output_text(output: NotebookNode) -> str:
 
 class SandboxKernelSpecs(KernelSpecManager):
     """Jupyter's kernelspecs, plus the grading sandbox's (grading_environment.KERNELSPEC). That one is
-    declared, not installed: its {resource_dir} is the autograder folder of the course this file belongs
-    to, so every copy of the course starts its own launcher and no kernelspec is written anywhere."""
+    declared, not installed: its {resource_dir} is this package's folder, and the launcher is told the
+    graded course's root (to hide it), so no kernelspec is written anywhere."""
+
+    course = Unicode("", help="the graded course's root folder, hidden in the sandbox ('' outside nbgrader)")
 
     def get_kernel_spec(self, kernel_name):
         if kernel_name == grading_environment.KERNEL_NAME:
-            return self.kernel_spec_class(resource_dir=str(HERE), name=kernel_name,
-                                          **grading_environment.KERNELSPEC)
+            spec = dict(grading_environment.KERNELSPEC)
+            spec["argv"] = [*spec["argv"], self.course]
+            return self.kernel_spec_class(resource_dir=str(HERE), name=kernel_name, **spec)
         return super().get_kernel_spec(kernel_name)
 
 
@@ -323,8 +324,13 @@ class GuardedExecute(Execute):
         if not self.sandbox:
             return super().create_kernel_manager()
         self._sockets = tempfile.mkdtemp(prefix="course-grading-")
+        try:
+            course = course_directory(self).root
+        except RuntimeError:                     # run on its own (the tests), not by an nbgrader converter
+            course = ""
+        specs = SandboxKernelSpecs(parent=self, course=course)
         self.km = self.kernel_manager_class(
-            kernel_name=grading_environment.KERNEL_NAME, kernel_spec_manager=SandboxKernelSpecs(parent=self),
+            kernel_name=grading_environment.KERNEL_NAME, kernel_spec_manager=specs,
             transport="ipc", ip=str(Path(self._sockets) / "kernel"), config=self.config)
         return self.km
 

@@ -8,7 +8,7 @@ read it; so does the guard inside the sandboxed kernel (kernel_startup.py), for 
 readable: it imports only the standard library. Importing it changes nothing, on disk or in the process's
 environment. The grader page (book/grader.md) prints the limits table (a test checks that they agree). Each
 limit can be changed with the environment variable of its name, set in the shell that runs
-`nbgrader autograde` or `python -m tools.grade_class`.
+`nbgrader autograde` or `python -m autograder.grade_class`.
 
 The limits cover the whole submission, not one process: memory and processes are counted by a cgroup
 that holds the kernel and everything it starts (where the machine lets the grader create cgroups; see
@@ -112,8 +112,10 @@ def cgroups_required() -> bool:
 
 
 # The kernel every submission runs in, as a Jupyter kernelspec. It is not installed anywhere: the grader
-# hands it to the kernel manager (course_grading.SandboxKernelSpecs), with {resource_dir} the course's
-# autograder folder, so every copy of the course starts its own launcher and nothing is written to disk.
+# hands it to the kernel manager (course_grading.SandboxKernelSpecs), with {resource_dir} this package's
+# folder and the graded course's root added as the launcher's second argument (the launcher hides it), so
+# nothing is written to disk. The launcher runs as a script: its own folder, never the submission's, is
+# first on its sys.path.
 KERNEL_NAME = "course-sandbox"
 KERNELSPEC = {
     "argv": ["python", "{resource_dir}/sandboxed_kernel.py", "{connection_file}"],
@@ -131,10 +133,13 @@ KEPT_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OMP_NUM_THREADS
                     "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PYTHONHASHSEED")
 
 
-def kernel_arguments(autograder: Path) -> list[str]:
+PACKAGE = Path(__file__).resolve().parent       # the grading package, wherever the graded course lies
+
+
+def kernel_arguments() -> list[str]:
     """What every grading kernel is started with: no history file, and the start-up file."""
     return ["--HistoryManager.hist_file=:memory:",
-            f"--IPKernelApp.exec_files={[str(autograder / STARTUP_FILE)]}"]
+            f"--IPKernelApp.exec_files={[str(PACKAGE / STARTUP_FILE)]}"]
 
 
 # What the kernel's file system holds: it is built from nothing (sandboxed_kernel.base_argv), so a path is
@@ -149,19 +154,20 @@ SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/et
                 "/sys/devices/system/cpu")
 
 
-def readable_paths(autograder: Path) -> list[str]:
-    """The course's only files the kernel may read (read-only): the start-up file, and this file, which the
-    guard reads its watch list from."""
-    return [str(Path(autograder) / STARTUP_FILE), str(Path(autograder) / Path(__file__).name)]
+def readable_paths() -> list[str]:
+    """The grading package's only files the kernel may read (read-only): the start-up file, and this file,
+    which the guard reads its watch list from."""
+    return [str(PACKAGE / STARTUP_FILE), str(PACKAGE / Path(__file__).name)]
 
 
-def never_readable(autograder: Path) -> list[str]:
+def never_readable(course: Path | None) -> list[str]:
     """Folders that stay empty in the kernel even where one lies inside a readable path (a course kept under
-    /usr/local, say): this course (its gradebook, masters and submissions), the checkout its code comes from
-    (its .git, its masters) and the homes. Only the Python environment is mounted back inside them."""
+    /usr/local, say): the graded course (its gradebook, masters and submissions), the checkout the grading
+    code comes from (its .git, its masters) and the homes. Only the Python environment is mounted back
+    inside them."""
     import importlib.util
 
-    paths = [str(Path(autograder).resolve().parent)]
+    paths = [str(Path(course).resolve())] if course else []
     reference = importlib.util.find_spec("gptcourse")
     if reference is not None and reference.submodule_search_locations:
         paths.append(str(Path(list(reference.submodule_search_locations)[0]).resolve().parent))

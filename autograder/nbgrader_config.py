@@ -15,7 +15,6 @@ c = get_config()  # noqa: F821 (provided by traitlets when nbgrader loads this f
 
 
 def configure(c):
-    import sys
     from pathlib import Path
 
     import bleach
@@ -26,15 +25,16 @@ def configure(c):
         OverwriteCells, OverwriteKernelspec, SaveAutoGrades,
     )
 
-    HERE = Path(__file__).resolve().parent
-    if str(HERE) not in sys.path:
-        sys.path.insert(0, str(HERE))
+    # The plugins are the grading package's (`autograder`, installed into the course's environment by
+    # `make`), whichever copy of the course this file describes.
+    from autograder import sandboxed_kernel
+    from autograder.course_grading import GuardedExecute, HideHiddenTests, Intake, RecordFlags, RestoreFromRelease
+    from autograder.feedback_math import MATHML_ATTRIBUTES, MATHML_TAGS, TypesetMath
+    from autograder.feedback_summary import FeedbackSummary
+    from autograder.grading_environment import kernel_arguments, sandbox_enabled, value
+    from autograder.late_policy import CourseLatePolicy
 
-    from course_grading import GuardedExecute, HideHiddenTests, Intake, RecordFlags, RestoreFromRelease
-    from feedback_math import MATHML_ATTRIBUTES, MATHML_TAGS, TypesetMath
-    from feedback_summary import FeedbackSummary
-    from late_policy import CourseLatePolicy
-    from grading_environment import kernel_arguments, sandbox_enabled, value
+    HERE = Path(__file__).resolve().parent
 
     # The course id, nbgrader's folders, the gradebook's URL and the exchange: course_directory.py, which the
     # course's tools read as well (tools.course.Course). The plugins read their folders from nbgrader's
@@ -51,8 +51,6 @@ def configure(c):
     # and write whatever the grader's user can, and only the timeouts apply).
     c.GuardedExecute.sandbox = sandbox_enabled()
     if sandbox_enabled():
-        import sandboxed_kernel
-
         problem = sandboxed_kernel.check()
         if problem:
             raise SystemExit(f"nbgrader_config.py: grading kernels run in a bubblewrap sandbox, and it cannot start "
@@ -60,7 +58,7 @@ def configure(c):
                              "machine where you trust the code you grade.")
 
     # Seeds and the grading guard, applied in the kernel before the student's first cell (kernel_startup.py).
-    c.Execute.extra_arguments = kernel_arguments(HERE)
+    c.Execute.extra_arguments = kernel_arguments()
 
     # Rules an assignment states; a forbidden function called from the student's code fails every check
     # that runs that code, and the submission is flagged. (Importing the course's reference module gptcourse
@@ -113,7 +111,7 @@ def configure(c):
     c.SanitizeHTML.attributes = {**bleach.ALLOWED_ATTRIBUTES, **{tag: MATHML_ATTRIBUTES for tag in MATHML_TAGS}}
     c.HTMLExporter.sanitize_html = True
 
-    # `nbgrader export --exporter=course_grading.PerCheckExport --to checks.csv`: one column per check (it
+    # `nbgrader export --exporter=autograder.course_grading.PerCheckExport --to checks.csv`: one column per check (it
     # needs no settings: it reads the course's folders from the export command's CourseDirectory).
 
 

@@ -1,6 +1,6 @@
 """Start a grading kernel inside a bubblewrap sandbox (the kernelspec declared in grading_environment.py).
 
-    python sandboxed_kernel.py CONNECTION_FILE [IPYKERNEL ARGUMENTS...]
+    python sandboxed_kernel.py CONNECTION_FILE COURSE_ROOT [IPYKERNEL ARGUMENTS...]
 
 What the kernel gets, and why:
 
@@ -47,12 +47,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+if __name__ == "__main__":
+    # Run as a script (the kernelspec's argv), Python puts this file's folder first on sys.path; its package's
+    # parent goes there instead, so the launcher runs the same copy of the package as the grader that chose
+    # it (on a cluster's worker, the one cluster.CourseCode unpacked), whatever else is installed.
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-import cgroups  # noqa: E402
-import grading_environment  # noqa: E402
-from grading_environment import value  # noqa: E402
+from autograder import cgroups, grading_environment  # noqa: E402
+from autograder.grading_environment import value  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
 
 WORK = "/tmp/submission"              # the kernel's working folder inside the sandbox
 STUB = HERE / "sandbox_stubs" / "gptcourse"
@@ -60,10 +64,10 @@ NAMESPACES = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"
               "--new-session", "--die-with-parent", "--cap-drop", "ALL"]
 
 
-def masked_paths() -> list[str]:
+def masked_paths(course: str | None) -> list[str]:
     """The folders grading_environment.never_readable names that exist, resolved."""
     existing = []
-    for path in grading_environment.never_readable(HERE):
+    for path in grading_environment.never_readable(course):
         real = os.path.realpath(path)
         if os.path.isdir(real) and real != "/" and real not in existing:
             existing.append(real)
@@ -129,7 +133,7 @@ def users() -> tuple[str, str]:
     return "\n".join(passwd) + "\n", "\n".join(group) + "\n"
 
 
-def base_argv() -> tuple[list[str], list[int]]:
+def base_argv(course: str | None = None) -> tuple[list[str], list[int]]:
     """The file system every sandbox gets, built from nothing (bwrap's root is an empty tmpfs): the system's
     programs and libraries and the Python environment read-only, private size-limited /tmp and /dev/shm,
     /dev and /proc; no other path of the machine exists in it. Returns bwrap's arguments and the file
@@ -151,7 +155,7 @@ def base_argv() -> tuple[list[str], list[int]]:
     # The Python environment wherever it lives, only its own folders (a venv inside the course's checkout
     # brings nothing else of the checkout); parents first, so a folder inside another is mounted over it.
     python = sorted(python_paths(), key=lambda p: p.count("/"))
-    masked = masked_paths()
+    masked = masked_paths(course)
     for path in python:
         if not inside(path, [*python[:python.index(path)], *grading_environment.SYSTEM_PATHS]):
             argv += ["--ro-bind", path, path]
@@ -245,18 +249,18 @@ def link_sockets(connection: dict, info: int) -> None:
 
 
 def main(arguments: list[str]) -> None:
-    connection_file = os.path.abspath(arguments[0])
+    connection_file, course, kernel_arguments = os.path.abspath(arguments[0]), arguments[1], arguments[2:]
     connection = json.load(open(connection_file))
     memory = int(value("COURSE_GRADING_MEMORY_GB") * 2**30)
 
     group = cgroups.enter(Path(connection_file).stem, memory, int(value("COURSE_GRADING_PROCESSES")))
     set_rlimits(memory, group)
 
-    argv, fds = base_argv()
+    argv, fds = base_argv(course)
     files, copied = copy_in(os.getcwd(), int(value("COURSE_GRADING_DISK_MB") * 2**20) // 2)
     argv += files
     fds += copied
-    for path in [*grading_environment.readable_paths(HERE), connection_file]:
+    for path in [*grading_environment.readable_paths(), connection_file]:
         argv += ["--ro-bind", path, path]
     argv += rule_stubs()
     argv += socket_argv(connection)
@@ -278,7 +282,7 @@ def main(arguments: list[str]) -> None:
         os.close(info)
         os.set_inheritable(told, True)
         argv += ["--info-fd", str(told)]
-    argv += [*NAMESPACES, "--", os.path.abspath(sys.executable), "-m", "ipykernel_launcher", "-f", connection_file, *arguments[1:]]
+    argv += [*NAMESPACES, "--", os.path.abspath(sys.executable), "-m", "ipykernel_launcher", "-f", connection_file, *kernel_arguments]
     os.execvp("bwrap", argv)
 
 

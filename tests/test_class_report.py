@@ -40,7 +40,7 @@ from sqlalchemy.exc import SAWarning
 from tools import class_report, grading
 from tools.course import COURSE, Course, venv_on_path
 
-feedback_math = COURSE.autograder_module("feedback_math")
+from autograder import feedback_math
 
 A = "01-layernorm"
 OUTPUT = COURSE.root / "_build" / "test-output" / "class-report"
@@ -383,16 +383,12 @@ def generate_feedback(course: Course, student: str) -> Path:
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
 
-    saved = list(sys.path)
-    try:
-        config = PyFileConfigLoader("nbgrader_config.py", path=str(course.autograder)).load_config()
-        coursedir = CourseDirectory(config=config)
-        coursedir.assignment_id, coursedir.student_id = A, student
-        converter = GenerateFeedback(coursedir=coursedir, config=config)
-        converter.force = True
-        converter.start()
-    finally:
-        sys.path[:] = saved          # nbgrader_config.py puts its folder first
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course.autograder)).load_config()
+    coursedir = CourseDirectory(config=config)
+    coursedir.assignment_id, coursedir.student_id = A, student
+    converter = GenerateFeedback(coursedir=coursedir, config=config)
+    converter.force = True
+    converter.start()
     return course.path("feedback", student, A) / COURSE.master_notebook(A).with_suffix(".html").name
 
 
@@ -433,7 +429,9 @@ def test_report_and_feedback_summary_in_chromium(known):
 
     variant = next(v for v in known.bugs if v.name == "sample-variance")
     checks = known.points
-    hidden = COURSE.autograder_module("course_grading").hidden_lines(
+    from autograder.course_grading import hidden_lines
+
+    hidden = hidden_lines(
         nbformat.read(COURSE.master_notebook(A), as_version=4))
     squeezed = "".join(html.unescape(text).split())
     assert hidden and not [line for line in hidden if line in squeezed], "the summary quotes hidden test code"
@@ -499,7 +497,7 @@ def test_messages_differing_in_numbers_are_one_mistake():
 def test_a_message_in_the_summary_is_text_not_markup():
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
-    summary = COURSE.autograder_module("feedback_summary")
+    from autograder import feedback_summary as summary
     message = "[click](javascript:alert(1)) <script>alert(1)</script> *x* `y` $z$ & 3 < 4"
     rendered = markdown2html_mistune(summary.markdown_text(message))
     assert "<a" not in rendered and "<script" not in rendered and "<em>" not in rendered
@@ -508,7 +506,7 @@ def test_a_message_in_the_summary_is_text_not_markup():
 
 @pytest.mark.quick
 def test_section_anchors_are_sphinx_ids_and_the_site_is_github_pages():
-    summary = COURSE.autograder_module("feedback_summary")
+    from autograder import feedback_summary as summary
     assert summary.anchor("Population variance, not sample variance") == "population-variance-not-sample-variance"
     assert summary.anchor(r"Why divide by $\sqrt{d_h}$: a measurement") == "why-divide-by-sqrt-d-h-a-measurement"
     assert summary.pages_url(COURSE.root / "_config.yml").endswith(".github.io/course/")

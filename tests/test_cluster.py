@@ -25,7 +25,8 @@ import pytest
 
 from tests import attacks
 from tests.grading_fixtures import STOCK_ASSIGNMENT as A, comparison_submissions, shown_errors
-from tools import grade_class, grading
+from autograder import grade_class
+from tools import grading
 from tools.course import COURSE, Course
 
 pytestmark = [pytest.mark.grading, pytest.mark.cluster]

@@ -15,7 +15,7 @@ import pytest
 from tools import grading
 from tools.course import COURSE
 
-grading_environment = COURSE.autograder_module("grading_environment")
+from autograder import grading_environment
 
 
 @pytest.mark.quick
@@ -52,7 +52,7 @@ def test_grading_refuses_with_a_clear_message_where_the_sandbox_cannot_start(tmp
 @pytest.mark.grading
 def test_an_error_in_the_configuration_stops_nbgrader_instead_of_grading_with_defaults(tmp_path):
     course = grading.make_course(tmp_path / "course")
-    (course / "autograder" / "course_grading.py").write_text("raise ImportError('broken plugin')\n")
+    (course / "autograder" / "course_directory.py").write_text("raise ImportError('broken layout')\n")
     result = grading.nbgrader(course, "generate_assignment", "01-layernorm", "--force", check=False)
     assert result.returncode != 0
     assert "nbgrader_config.py failed, so nothing is graded" in result.stdout + result.stderr
@@ -100,7 +100,7 @@ def test_a_kernels_socket_folder_lives_exactly_as_long_as_the_kernel(tmp_path, m
     when it stops; the kernel comes from the kernelspec grading_environment.py declares, installed nowhere."""
     import tempfile
 
-    GuardedExecute = COURSE.autograder_module("course_grading").GuardedExecute
+    from autograder.course_grading import GuardedExecute
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
@@ -109,7 +109,7 @@ def test_a_kernels_socket_folder_lives_exactly_as_long_as_the_kernel(tmp_path, m
         "from ipykernel.kernelapp import IPKernelApp\n"
         "app = IPKernelApp.instance()\n"
         "print(app.transport, app.ip)")])
-    executor = GuardedExecute(extra_arguments=grading_environment.kernel_arguments(COURSE.autograder),
+    executor = GuardedExecute(extra_arguments=grading_environment.kernel_arguments(),
                               startup_timeout=int(grading_environment.value("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT")))
     nb, _ = executor.preprocess(nb, {"metadata": {"path": str(tmp_path / "work")}})
     transport, ip = nb.cells[0].outputs[0].text.split()

@@ -10,7 +10,7 @@ import pytest
 from tools import grading
 from tools.course import COURSE, Course
 
-late_policy = COURSE.autograder_module("late_policy")
+from autograder import late_policy
 
 A = "01-layernorm"
 HOUR, DAY = 3_600, 86_400

@@ -1,7 +1,7 @@
 """The grading boundary is an allow-list, every place a kernel writes is inside its limits, launchers never
 remove each other's cgroups, and a hand-in is bounded at intake.
 
-The class is graded once, by the class-grading command (tools.grade_class), in a course placed outside every
+The class is graded once, by the class-grading command (autograder.grade_class), in a course placed outside every
 temporary and home folder (under /srv or /var), where a sandbox that hid a list of folders showed the
 course to every kernel.
 """
@@ -18,7 +18,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tools import grade_class, grading
+from autograder import grade_class
+from tools import grading
 from tools.course import COURSE, Course
 
 pytestmark = pytest.mark.grading
@@ -32,9 +33,7 @@ CLASS_LIMITS = {**HANDIN_LIMITS,
                 # 60 s a cell gets when two walkers shared two busy cores (load 5): 4x that, for load 4+.
                 "COURSE_GRADING_CELL_TIMEOUT": "240", "COURSE_GRADING_NOTEBOOK_TIMEOUT": "600"}
 
-grading_environment = COURSE.autograder_module("grading_environment")
-cgroups = COURSE.autograder_module("cgroups")
-handins = COURSE.autograder_module("handins")
+from autograder import cgroups, grading_environment, handins
 
 # Walks the whole file system (but the kernel's own /proc, /sys and /dev, and the Python environment, whose
 # packages ship folders of these names) for anything of the course: its unique folder name, a gradebook, a
@@ -228,10 +227,10 @@ def test_writing_through_the_socket_folder_stops_at_the_limit(tmp_path, monkeypa
     """The kernel's sockets are files in a folder: it is a tiny tmpfs inside the sandbox, not the grader's
     folder, so nothing written there escapes the disk limit (here 16 MB; the writer tries 48)."""
     monkeypatch.setenv("COURSE_GRADING_DISK_MB", "16")
-    GuardedExecute = COURSE.autograder_module("course_grading").GuardedExecute
+    from autograder.course_grading import GuardedExecute
     (tmp_path / "work").mkdir()
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(WRITES_THROUGH_THE_SOCKET_FOLDER)])
-    executor = GuardedExecute(extra_arguments=grading_environment.kernel_arguments(COURSE.autograder),
+    executor = GuardedExecute(extra_arguments=grading_environment.kernel_arguments(),
                               startup_timeout=int(grading_environment.value("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT")))
     nb, _ = executor.preprocess(nb, {"metadata": {"path": str(tmp_path / "work")}})
     text = "".join(out.get("text", "") for out in nb.cells[0].outputs)

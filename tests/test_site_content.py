@@ -230,10 +230,7 @@ def test_stated_grading_timeout_is_the_configured_one(monkeypatch):
     """The per-cell timeout lives in autograder/nbgrader_config.py; every page that states it agrees."""
     from traitlets.config.loader import PyFileConfigLoader
 
-    import sys
-
     monkeypatch.delenv("COURSE_GRADING_CELL_TIMEOUT", raising=False)
-    monkeypatch.setattr(sys, "path", list(sys.path))     # the configuration puts autograder/ on the path
     configured = PyFileConfigLoader("nbgrader_config.py", path=str(COURSE.root / "autograder")).load_config()
     timeout = int(configured.Execute.timeout)
     stated = {page.name: [int(n) for n in re.findall(r"per-cell (?:execution )?timeout of (\d+)\s*s\b",

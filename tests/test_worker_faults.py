@@ -1,4 +1,4 @@
-"""One submission's faults stay its own under the class-grading command (tools.grade_class).
+"""One submission's faults stay its own under the class-grading command (autograder.grade_class).
 
 - A kernel that floods the grader with one signed message carrying a hundred large buffers: the message is
   dropped where it enters the grader (autograder/kernel_relay.py), the flooder is flagged, the worker's
@@ -27,7 +27,8 @@ import psutil
 import pytest
 
 from tests.test_cluster import stop
-from tools import grade_class, grading
+from autograder import grade_class
+from tools import grading
 from tools.course import COURSE, Course, tool_env
 
 A = "01-layernorm"
@@ -220,7 +221,7 @@ def test_a_run_whose_workers_are_all_gone_stops_with_a_message(course, tmp_path_
         killer.start()
         wait = 5
         started = time.monotonic()
-        command = subprocess.run([sys.executable, "-m", "tools.grade_class", A, "--course", str(root),
+        command = subprocess.run([sys.executable, "-m", "autograder.grade_class", A, "--course", str(root),
                                   "--scheduler", address, "--worker-wait", str(wait), "--no-progress"],
                                  capture_output=True, text=True, env=tool_env(), timeout=300)
         seconds = time.monotonic() - started

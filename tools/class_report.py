@@ -97,11 +97,6 @@ class ClassData:
     max_score: float
 
 
-def plugins(course: Course):
-    """The course's grading plugins and the feedback summary, from the course's own autograder/ folder."""
-    return course.autograder_module("course_grading"), course.autograder_module("feedback_summary")
-
-
 def cell_order(course: Course, assignment: str, notebook: str) -> list[str]:
     """The grade ids of the release notebook in the order a student sees them ([] if there is no release)."""
     path = course.folder("release") / assignment / f"{notebook}.ipynb"
@@ -135,7 +130,8 @@ def read_class(course: Course, assignment: str) -> ClassData:
     """Everything the report needs about one assignment, from the gradebook and the autograded notebooks."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    grading, summary = plugins(course)
+    from autograder import course_grading as grading, feedback_summary as summary
+
     with venv_on_path(), Gradebook(course.db_url) as gradebook:
         try:
             record = gradebook.find_assignment(assignment)
@@ -607,7 +603,8 @@ def report(course: Course, assignment: str, out: Path, roster: Path | None = Non
            canvas_column: str | None = None) -> dict[str, Path]:
     """Write the report and the exports of one assignment into `out`; returns what was written. Problems with
     the roster are printed on stderr too."""
-    grading, summary = plugins(course)
+    from autograder import course_grading as grading, feedback_summary as summary
+
     data = read_class(course, assignment)
     items = item_analysis(data)
     found = mistakes(data, summary)

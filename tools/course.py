@@ -37,20 +37,6 @@ class Course:
     def autograder(self) -> Path:
         return self.root / AUTOGRADER
 
-    def autograder_module(self, name: str):
-        """A module of the grading configuration (autograder/NAME.py: grading_environment, course_grading),
-        imported with the folder on the path only while it loads (its own imports are its siblings). Python
-        keeps one module per name, so scratch copies of the course share the first one imported: they are
-        copies of the same files."""
-        import importlib
-
-        folder = str(self.autograder)
-        sys.path.insert(0, folder)
-        try:
-            return importlib.import_module(name)
-        finally:
-            sys.path.remove(folder)
-
     @cached_property
     def config(self):
         """The traitlets configuration of autograder/course_directory.py."""

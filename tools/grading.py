@@ -2,7 +2,7 @@
 
 The test suite, the mutation report and the benchmarks use this: make a scratch course (the masters, the
 configuration, an empty gradebook), turn catalog entries into student notebooks, hand them in where
-`nbgrader collect` would, grade them with the engine instructors use (`tools.grade_class`, nbgrader's own
+`nbgrader collect` would, grade them with the engine instructors use (`autograder.grade_class`, nbgrader's own
 Autograde converter in parallel workers), and read the scores back from the gradebook. Stock
 `nbgrader autograde`, which the engine is compared with, is in tools/stock_nbgrader.py. The whole catalog
 is graded by a fast path of trusted code (tools/mutation_grading.py); the engine grades each catalog's
@@ -20,6 +20,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
+from autograder import CONFIGURATION_FILES
 from tools.course import COURSE, Course, tool_env
 
 CATALOG = COURSE.autograder / "catalog"
@@ -41,9 +42,8 @@ def make_course(root: Path) -> Path:
     """A scratch course with the masters and configuration, ready for `generate_assignment`."""
     scratch = Course(root)
     scratch.autograder.mkdir(parents=True)
-    for script in COURSE.autograder.glob("*.py"):        # the configuration (the layout first) and its plugins
-        shutil.copy(script, scratch.autograder)
-    shutil.copytree(COURSE.autograder / "sandbox_stubs", scratch.autograder / "sandbox_stubs")
+    for name in CONFIGURATION_FILES:          # the code they load is the grading package's, whichever course they describe
+        shutil.copy(COURSE.autograder / name, scratch.autograder)
     shutil.copytree(COURSE.folder("source"), scratch.folder("source"))
     scratch.prepare()
     return root
@@ -223,16 +223,16 @@ def hand_in(course: Path, submissions: list[Submission]) -> None:
 
 def grade_submissions(course: Path, submissions: list[Submission], workers: int | None = None,
                       env: dict[str, str] | None = None) -> dict:
-    """Hand in and grade `submissions` with the course's grading engine (tools.grade_class), into `course`'s
+    """Hand in and grade `submissions` with the course's grading engine (autograder.grade_class), into `course`'s
     one gradebook, regrading any of these students graded before. `course` must have every assignment
     generated. `env`: extra environment variables for the grading (the robustness tests shrink limits
     with them). Returns the engine's summary."""
-    from tools.grade_class import grade_class
+    from autograder.grade_class import grade_class
 
     hand_in(course, submissions)
     assignments = sorted({submission.assignment for submission in submissions})
     students = sorted({submission.student for submission in submissions})
-    return grade_class(course, assignments, workers, force=True, students=students, progress=False, env=env)
+    return grade_class(course, assignments, workers=workers, force=True, students=students, progress=False, env=env)
 
 
 # --- reading results --------------------------------------------------------------------------------
@@ -300,4 +300,6 @@ def grader_flags(notebook: nbformat.NotebookNode) -> list[str]:
 
 def flags_key() -> str:
     """The metadata key of the grader's record, as autograder/course_grading.py defines it."""
-    return COURSE.autograder_module("course_grading").FLAGS
+    from autograder.course_grading import FLAGS
+
+    return FLAGS

@@ -51,7 +51,9 @@ def write_json(path: Path, data: dict) -> None:
 
 def cell_timeout() -> int:
     """The course's per-cell timeout (COURSE_GRADING_CELL_TIMEOUT overrides it), which Validate uses too."""
-    return int(COURSE.autograder_module("grading_environment").value("COURSE_GRADING_CELL_TIMEOUT"))
+    from autograder.grading_environment import value
+
+    return int(value("COURSE_GRADING_CELL_TIMEOUT"))
 
 
 def prepare(role: str, state: Path, *, exchange: Path | None = None, student: str | None = None) -> dict[str, str]:

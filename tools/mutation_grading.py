@@ -3,7 +3,7 @@
 Checking that each catalog bug loses exactly its points is mutation testing of the hidden tests: the code is
 the course's own and trusted, so it needs neither the sandbox nor a fresh kernel, `import torch` and
 nbgrader's passes for every variant (about 3.6 CPU-seconds each). This does what the engine
-(tools.grade_class) does to a submission, in one Python process per assignment that imports torch once:
+(autograder.grade_class) does to a submission, in one Python process per assignment that imports torch once:
 
 - the submitted notebook gets the release's nbgrader metadata back, and its test and locked cells their
   source from the master, hidden tests included (RestoreFromRelease and nbgrader's OverwriteCells);
@@ -99,11 +99,12 @@ class Grader:
         layout, name = Course(course), COURSE.master_notebook(assignment).name
         self.master = nbformat.read(layout.path("source", ".", assignment) / name, as_version=4)
         self.release = nbformat.read(layout.path("release", ".", assignment) / name, as_version=4)
-        self.grading = COURSE.autograder_module("course_grading")
-        self.environment = COURSE.autograder_module("grading_environment")
+        from autograder import course_grading, grading_environment
+
+        self.grading, self.environment = course_grading, grading_environment
         self.rules = self.configured_rules()
         # The sandbox refuses the course's reference module; its stand-in raises the same error here.
-        sys.path.insert(0, str(COURSE.autograder / "sandbox_stubs"))
+        sys.path.insert(0, str(Path(grading_environment.PACKAGE) / "sandbox_stubs"))
         sys.modules.pop("gptcourse", None)
 
         class Hook(DisplayHook):

@@ -1,7 +1,7 @@
 """What a grading worker needs from the course, packed on the client, and how its results come back.
 
 A worker shares no file system with the instructor's machine. The client packs a *kit* once per run: the
-course's grading configuration (`autograder/`, without submissions, results or the gradebook), the
+course's nbgrader configuration (its two files in `autograder/`; the code they load is this package), the
 masters and the releases of the assignments being graded, and a small SQLite gradebook that holds only
 those assignments' definitions (their cells and the source of every locked cell, which nbgrader restores
 before grading). Each task then carries one student's submitted files. The worker grades into its own
@@ -21,12 +21,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.course import Course
+from autograder import CONFIGURATION_FILES
 
 KIT_GRADEBOOK = "kit-gradebook.db"         # in the kit's autograder/ folder
-# Folders of autograder/ that a worker never needs: nbgrader's run-time folders and the test catalog.
-KIT_SKIPPED = {"submitted", "autograded", "feedback", "gradebook", "exchange", "downloaded", "catalog",
-               "__pycache__"}
+# The files that describe a course to nbgrader (read by traitlets, no modules), as the kit carries them.
+CONFIGURATION = "nbgrader_config"           # the worker loads autograder/nbgrader_config.py by this name
 
 
 # --- the kit -----------------------------------------------------------------------------------------------
@@ -57,7 +56,7 @@ def copy_assignment_definitions(source, target, assignment: str) -> None:
                                                 locked=cell.locked, source=cell.source, checksum=cell.checksum)
 
 
-def build_kit(course: Course, assignments: list[str]) -> Kit:
+def build_kit(course, assignments: list[str]) -> Kit:
     """Pack what workers need to grade `assignments` of `course`."""
     from nbgrader.api import Gradebook
 
@@ -72,17 +71,13 @@ def build_kit(course: Course, assignments: list[str]) -> Kit:
         tar.add(template, f"autograder/{KIT_GRADEBOOK}")
 
         def keep(info: tarfile.TarInfo):
-            parts = Path(info.name).parts
-            if len(parts) > 1 and parts[0] == "autograder" and parts[1] in KIT_SKIPPED:
-                return None
             if info.issym() or info.islnk():
                 return None
             info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""    # the same kit, the same bytes
             return info
 
-        for path in sorted(course.autograder.iterdir()):
-            if path.name not in KIT_SKIPPED and not path.name.endswith((".log", ".csv", ".db")):
-                tar.add(path, f"autograder/{path.name}", filter=keep)
+        for name in CONFIGURATION_FILES:
+            tar.add(course.autograder / name, f"autograder/{name}", filter=keep)
         for step in ("source", "release"):
             for assignment in assignments:
                 folder = course.path(step, ".", assignment)
@@ -110,22 +105,6 @@ def unpack_kit(kit_data: bytes, digest: str, into: Path) -> Path:
     return root
 
 
-CODE = ("__init__", "course", "grading_kit", "grading_worker")     # the modules of tools/ a worker runs
-
-
-def code_archive(folder: Path) -> Path:
-    """The grading code workers run, as a zip file Dask's `Client.upload_file` sends to every worker (and
-    the scheduler) of a cluster whose machines have only the pinned environment."""
-    import zipfile
-
-    archive = folder / "course_grading_code.zip"
-    code = Path(__file__).resolve().parent
-    with zipfile.ZipFile(archive, "w") as zipped:
-        for module in CODE:
-            zipped.write(code / f"{module}.py", f"tools/{module}.py")
-    return archive
-
-
 # --- a submission and its results ---------------------------------------------------------------------------
 
 def read_folder(folder: Path) -> dict[str, tuple[bytes, int]]:
@@ -138,13 +117,14 @@ def read_folder(folder: Path) -> dict[str, tuple[bytes, int]]:
     return files
 
 
-def handed_in_files(course: Course, assignment: str, student: str) -> dict[str, tuple[bytes, int]]:
+def handed_in_files(course, assignment: str, student: str) -> dict[str, tuple[bytes, int]]:
     """What a task carries of a student's hand-in: only the files the course's intake rule takes (autograder/
     handins.py; an oversized or crowded hand-in costs a listing, never a read), plus the rule's manifest of
     the files left out, so the worker's intake flags the submission as nbgrader autograde would."""
     import json
 
-    handins = course.autograder_module("handins")
+    from autograder import handins
+
     folder = course.path("submitted", student, assignment)
     found = handins.survey(folder, course.path("release", ".", assignment))
     files = {name: ((folder / name).read_bytes(), (folder / name).stat().st_mode & 0o777) for name in found.taken}
@@ -209,3 +189,39 @@ def write_rows(gradebook, assignment: str, student: str, rows: SubmissionRows) -
         for cell, text in notebook["comments"].items():
             gradebook.find_comment(cell, name, assignment, student).auto_comment = text
     gradebook.db.commit()
+
+
+# --- the course's records, written by the client alone ---------------------------------------------------
+
+def prepare_gradebook(course, students: list[str]) -> None:
+    """Create the course's gradebook if needed, and the rows nbgrader creates on first use (every student,
+    and the course nbgrader's preprocessors open the gradebook as, "default_course"), so the gradebook
+    ends up as `nbgrader autograde` leaves it."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(course.db_url):
+        pass
+    with Gradebook(course.db_url, course.course_id) as gradebook:
+        for student in students:
+            gradebook.update_or_create_student(student)
+
+
+def record(course, outcome) -> None:
+    """Write a worker's outcome into the course: the gradebook first, then the autograded folder (which is
+    what marks the submission graded, so an interruption between the two leaves it to be graded again)."""
+    import warnings
+
+    from nbgrader.api import Gradebook
+    from nbgrader.utils import rmtree
+
+    if outcome.rows is not None:
+        # nbgrader's add_submission trips SQLAlchemy's "not in session" autoflush warning while it builds a
+        # submission's rows (stock autograde too); the rows are written all the same.
+        with warnings.catch_warnings(), Gradebook(course.db_url, course.course_id) as gradebook:
+            warnings.filterwarnings("ignore", message=r".*not in session, add operation along")
+            write_rows(gradebook, outcome.assignment, outcome.student, outcome.rows)
+    graded = course.path("autograded", outcome.student, outcome.assignment)
+    if graded.exists():
+        rmtree(str(graded))
+    if outcome.success:
+        write_folder(graded, outcome.autograded)

@@ -1,0 +1,17 @@
+"""The course's grading, one package: nbgrader's plugins, the sandbox and the class grader.
+
+This folder is also where instructors run nbgrader: its two configuration files (nbgrader_config.py and
+course_directory.py, read by traitlets, never imported) describe this course, while the code they load is
+always this package's, wherever the course they describe lies (a scratch course in the tests, a copy on a
+grading machine). `make` installs the package into the course's virtual environment. README.md in this
+folder follows one submission through it and names the module for each step.
+
+- grading_environment: every limit, what a grading kernel sees and what the tamper guard watches.
+- course_grading, handins, late_policy: nbgrader plugins run by `nbgrader autograde`.
+- sandboxed_kernel, cgroups, kernel_relay, kernel_startup: the kernel every submission runs in.
+- feedback_summary, feedback_math: the feedback pages.
+"""
+
+# The files that describe one course to nbgrader, in its autograder/ folder (traitlets reads them; they are
+# not modules): every copy of the course has its own, and nothing else of this folder is copied with it.
+CONFIGURATION_FILES = ("nbgrader_config.py", "course_directory.py")

@@ -1,0 +1,172 @@
+"""The Dask side of the class grader: a cluster to grade on, and what each of its workers is given once.
+
+Everything a worker needs besides its tasks is given when the worker starts or joins, never by a task: a
+task (grading_worker.grade_submission) changes nothing of its process. A local cluster (one single-threaded
+worker process per core) starts its workers with the grading environment in their own environment (the
+limits' variables, the kernels' thread count, this virtual environment first on PATH) and sends their output
+to the course's log (WorkerLog). A running cluster (`--scheduler`) gets the same through worker plugins
+registered for the run and removed after it: CourseCode puts this grading package on machines that have only
+the pinned environment, GradingEnvironment sets the variables while the run lasts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import sys
+import time
+import zipfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import dask
+from distributed import Client, LocalCluster
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from autograder import CONFIGURATION_FILES
+
+PACKAGE = Path(__file__).resolve().parent
+
+
+class NoWorkerLeft(RuntimeError):
+    """The cluster had no worker for longer than the run waits for one."""
+
+
+class WorkerLog(WorkerPlugin):
+    """A local cluster's workers write into the course's log, not onto the instructor's progress bar."""
+
+    name = "course-grading-log"
+
+    def __init__(self, path: Path):
+        self.path = str(path)
+
+    def setup(self, worker) -> None:
+        handle = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(handle, 1)
+        os.dup2(handle, 2)
+        os.close(handle)
+
+
+class GradingEnvironment(WorkerPlugin):
+    """The grading's variables (the limits an instructor set, PATH) in a running cluster's workers while the
+    run lasts; put back as they were when the run unregisters the plugin."""
+
+    name = "course-grading-environment"
+
+    def __init__(self, variables: dict[str, str]):
+        self.variables = dict(variables)
+        self.saved: dict[str, str | None] = {}
+
+    def setup(self, worker) -> None:
+        # This machine's Python environment first on PATH (nbgrader runs `alembic` from PATH).
+        variables = {**self.variables, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        self.saved = {name: os.environ.get(name) for name in variables}
+        os.environ.update(variables)
+
+    def teardown(self, worker) -> None:
+        for name, value in self.saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+class CourseCode(WorkerPlugin):
+    """This grading package, unpacked on each worker of a running cluster into the worker's own folder and put
+    first on its import path: the machines need only the pinned environment, and every worker grades with
+    the client's code. A new version of the code replaces any the worker imported for an earlier run."""
+
+    name = "course-grading-code"
+
+    def __init__(self):
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as zipped:
+            for path in sorted(PACKAGE.rglob("*.py")):
+                relative = path.relative_to(PACKAGE)
+                if relative.parts[0] in ("catalog", "__pycache__") or relative.name in CONFIGURATION_FILES:
+                    continue
+                zipped.writestr(str(Path(PACKAGE.name) / relative), path.read_bytes())
+        self.data = buffer.getvalue()
+        self.digest = hashlib.sha256(self.data).hexdigest()[:16]
+
+    def setup(self, worker) -> None:
+        folder = Path(worker.local_directory) / f"course-grading-code-{self.digest}"
+        if not (folder / PACKAGE.name).is_dir():
+            with zipfile.ZipFile(io.BytesIO(self.data)) as zipped:
+                zipped.extractall(folder)
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+        for name in [name for name in sys.modules if name == PACKAGE.name or name.startswith(PACKAGE.name + ".")]:
+            if not str(getattr(sys.modules[name], "__file__", "") or "").startswith(str(folder)):
+                del sys.modules[name]
+
+
+@contextmanager
+def cluster_client(scheduler: str | None, workers: int, environment: dict[str, str], log: Path):
+    """A Dask client: of the cluster at `scheduler`, or of a local cluster of `workers` processes. Either way
+    the workers grade with this package's code and `environment` in theirs."""
+    if scheduler:
+        import cloudpickle
+
+        # The plugins travel by value: a machine with only the pinned environment cannot import this package
+        # before CourseCode has put it there.
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        with Client(scheduler) as client:
+            plugins = [CourseCode(), GradingEnvironment(environment)]
+            for plugin in plugins:
+                client.register_plugin(plugin)
+            try:
+                yield client
+            finally:
+                for plugin in plugins:
+                    try:
+                        client.unregister_worker_plugin(plugin.name)
+                    except Exception:          # the cluster went away: nothing to take back
+                        pass
+        return
+    # Dask's nannies run in this process and write their `pre-spawn-environ` into its environment (OMP, MKL
+    # and OpenBLAS threads 1), where it would reach every process started here later: the workers get their
+    # variables through `env` instead, which only they see. (PYTHONHASHSEED, which Dask also sets there for
+    # its own hashing, is left as this process has it.)
+    quiet = {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "random")}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": quiet}):
+        # No dashboard; the scheduler's own HTTP endpoints (health, metrics) on a free port, not Dask's 8787.
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                               worker_dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},
+                               silence_logs=logging.ERROR, env=environment)
+        try:
+            with Client(cluster) as client:
+                client.register_plugin(WorkerLog(log))
+                yield client
+        finally:
+            cluster.close()
+
+
+def worker_count(client) -> int:
+    return len(client.scheduler_info()["workers"])
+
+
+def as_finished(pending, client, wait: float, scheduler: str | None):
+    """The futures of `pending` (a Dask `as_completed`) as they finish. A task waits for a worker forever in
+    Dask (a remote scheduler with none, or a local cluster whose workers all died): after `wait` seconds
+    without any worker, this stops with NoWorkerLeft instead."""
+    alone_since, checked = None, 0.0
+    while pending.count():
+        if pending.has_ready():
+            yield next(pending)
+            continue
+        now = time.monotonic()
+        if now - checked >= 1:
+            checked = now
+            try:
+                workers = len(client.nthreads())
+            except (OSError, TimeoutError):          # the scheduler itself is gone: no worker either
+                workers = 0
+            alone_since = None if workers else (alone_since or now)
+            if alone_since is not None and now - alone_since > wait:
+                where = f"the scheduler at {scheduler}" if scheduler else "the local cluster"
+                raise NoWorkerLeft(f"no grading worker left on {where} for {wait:g} s (they died or were "
+                                   "stopped); the run stops here")
+        time.sleep(0.1)

@@ -1,0 +1,295 @@
+"""The course's grading engine: autograde a whole class with nbgrader, on a Dask cluster of any size.
+
+    python -m autograder.grade_class 01-layernorm                 # every submission of one assignment
+    python -m autograder.grade_class 01-layernorm 02-mlp --workers 4
+    python -m autograder.grade_class all --force                  # every assignment, regrading everyone
+    python -m autograder.grade_class all --scheduler tcp://grader:8786    # on a running Dask cluster
+
+An nbgrader-style application (`GradeClassApp`) over one configurable grader (`ClassGrader`, whose traits
+are the only list of settings): they can also be set in `autograder/nbgrader_config.py`, e.g.
+`c.ClassGrader.workers = 4`; `--help-all` lists them. The instructors' command, the test suite, the
+mutation report and the benchmarks all grade through it (`grade_class(root, assignments, **settings)`).
+
+Run it from the repository root; it grades the course this package belongs to (`--course ROOT` for another copy):
+submissions in `autograder/submitted/<student>/<assignment>/`, results into the course's gradebook (any
+`db_url` nbgrader accepts: the SQLite file, or a shared PostgreSQL server), `autograder/autograded/` and
+(with `generate_feedback` afterwards) `autograder/feedback/`, exactly where `nbgrader autograde` puts them.
+
+Each submission is one Dask task. Without `--scheduler` the command starts a local cluster sized to the
+machine (one single-threaded worker process per core; each grading kernel gets `cores / workers` threads).
+Which submissions need grading: class_plan.py. The client packs what workers need once (grading_kit.py: the
+course's nbgrader configuration, the masters and releases, the assignments' definitions), sends each task
+the student's files, and a worker grades them with nbgrader's own Autograde converter, exactly as `nbgrader
+autograde` does, in the bubblewrap sandbox (grading_worker.py). The workers' set-up (their environment,
+their log, this package on a remote machine) is cluster.py's. Workers share no file system with the client and write nothing of the course:
+this process is the only writer of the gradebook and of `autograded/`, so nothing needs merging and a
+SQLite gradebook never sees two writers.
+
+Faults: a worker that dies mid-task (killed, out of memory, machine gone) loses nothing; the scheduler runs
+its task again on another worker, and a result is written once however often its task ran. Dask gives up
+on a task once `distributed.scheduler.allowed-failures` workers (3 by default) died while it was on them,
+waiting or running: a classmate queued behind a submission that kills its worker dies with it. So such a
+submission is graded again at the end of the run, alone on the cluster, where a worker that dies can only
+have died of it: only a submission that kills its worker then too is reported failed, with the reason.
+A submission that runs past its time limit has its kernel stopped and is reported failed with the reason.
+A run never waits for a cluster with no worker: after `--worker-wait` seconds without one (all died, or a
+remote scheduler lost them) it stops with a message and a non-zero exit, keeping what it graded.
+
+Nothing is lost if a run is interrupted: a submission counts as graded once the gradebook records it and
+its autograded notebook holds executed cells, so a rerun skips every student finished before the
+interruption and grades the rest. A newer submission (the timestamp.txt in `submitted/`, later than the
+time the gradebook recorded) is regraded, as nbgrader does; `--force` regrades everyone. The workers'
+logs (of a local cluster) go to `grade_class.log` beside the gradebook.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from jupyter_core.application import JupyterApp
+from nbgrader.apps.baseapp import NbGrader, nbgrader_flags
+from traitlets import Bool, Dict, Float, Int, List, Unicode, default
+from traitlets.config import Application, LoggingConfigurable
+
+from autograder.class_plan import Unit, plan, unit_timeout, unreadable_timestamp
+from autograder.cluster import NoWorkerLeft, as_finished, cluster_client, worker_count
+from autograder.grading_kit import build_kit, handed_in_files, kit_contents, prepare_gradebook, record
+from autograder.grading_worker import Outcome, grade_submission
+from tools.course import REPO, Course, kernel_threads, tool_env, venv_on_path
+
+LOG_NAME = "grade_class.log"          # beside the gradebook
+
+
+def log_path(course: Course) -> Path:
+    """The workers' log: beside a SQLite gradebook, else in the autograder folder."""
+    folder = course.gradebook_file.parent if course.gradebook_file else course.autograder
+    return folder / LOG_NAME
+
+
+class ClassGrader(LoggingConfigurable):
+    """Grades every submission of a class that needs it. Its traits are the one list of the class grader's
+    settings: the command's options (GradeClassApp), `c.ClassGrader.*` in nbgrader_config.py, and the
+    keywords of grade_class()."""
+
+    course_root = Unicode(str(REPO), help="the course's root folder (default: this repository)").tag(config=True)
+    workers = Int(0, help="worker processes of the local cluster (0: one per core)").tag(config=True)
+    force = Bool(False, help="regrade students that are already graded").tag(config=True)
+    students = List(Unicode(), help="grade only these students (repeat --student)").tag(config=True)
+    scheduler = Unicode("", help="a Dask scheduler's address, e.g. tcp://grader:8786 (default: a local "
+                        "cluster)").tag(config=True)
+    progress = Bool(True, help="show a progress bar").tag(config=True)
+    worker_wait = Float(120, help="seconds to wait while the cluster has no worker before stopping with a "
+                        "message (what was graded by then is kept)").tag(config=True)
+    env = Dict(value_trait=Unicode(), default_value={}, help="environment variables the grading gets on top "
+               "of the workers' own (a course's limits, say)").tag(config=True)
+
+    def grade(self, assignments: list[str]) -> dict:
+        """Grade `assignments` of the course and return the run's summary."""
+        with venv_on_path():
+            return self._grade(Course(Path(self.course_root)), list(assignments))
+
+    def _grade(self, course: Course, assignments: list[str]) -> dict:
+        from distributed import KilledWorker, as_completed
+        from tqdm import tqdm
+
+        started = time.perf_counter()
+        units, skipped = plan(course, assignments, self.force, self.students or None)
+        workers = max(1, min(self.workers or os.cpu_count() or 1, len(units) or 1))
+        threads = kernel_threads(workers)
+        scheduler = self.scheduler or None
+        results: list[Outcome] = []
+        course.prepare()
+        refused = {(unit.assignment, unit.student): result for unit in units
+                   if (result := unreadable_timestamp(course, unit))}
+        results += refused.values()
+        units = [unit for unit in units if (unit.assignment, unit.student) not in refused]
+        if units:
+            prepare_gradebook(course, sorted({unit.student for unit in units}))
+            kit = build_kit(course, sorted({unit.assignment for unit in units}))
+            timeout = unit_timeout(course)
+            # What the workers' environment gets: the caller's variables, and (on a local cluster, whose cores
+            # this run shares out) the kernels' thread count and this virtual environment first on PATH.
+            environment = dict(self.env) if scheduler else {
+                name: value for name, value in tool_env(self.env, threads).items() if os.environ.get(name) != value}
+            with cluster_client(scheduler, workers, environment, log_path(course)) as client:
+                if scheduler:
+                    workers, threads = worker_count(client), None        # each worker's machine decides
+                # The kit as a task, not scattered data: if every worker holding it dies, the scheduler makes it
+                # again from the graph (scattered data would be lost, and every task needing it cancelled).
+                kit_data = client.submit(kit_contents, kit.data, key=f"course-kit-{kit.digest}")
+
+                unit_of: dict[str, Unit] = {}
+                suspects: list[Unit] = []    # failed with KilledWorker, perhaps only for waiting beside the killer
+
+                def submit(unit: Unit):
+                    nonlocal kit_data
+                    if kit_data.status == "error":     # the kit's own task was on workers that died: make it anew
+                        kit_data = client.submit(kit_contents, kit.data,
+                                                 key=f"course-kit-{kit.digest}-{time.time_ns()}")
+                    future = client.submit(grade_submission, kit_data, kit.digest, unit.assignment, unit.student,
+                                           handed_in_files(course, unit.assignment, unit.student), timeout,
+                                           pure=False)
+                    unit_of[future.key] = unit
+                    return future
+
+                def collect(future, alone: bool) -> bool:
+                    """Record a finished task's outcome; False if it goes on the suspects' list instead."""
+                    unit = unit_of.pop(future.key)
+                    try:
+                        outcome = future.result()
+                    except KilledWorker as exc:
+                        if not alone:
+                            suspects.append(unit)
+                            future.release()
+                            return False
+                        outcome = Outcome(unit.assignment, unit.student, False, 0.0, "", describe_failure(exc, alone))
+                    except Exception as exc:            # the task failed on every worker it ran on
+                        outcome = Outcome(unit.assignment, unit.student, False, 0.0, "", describe_failure(exc, alone))
+                    else:
+                        record(course, outcome)
+                    future.release()
+                    results.append(outcome)
+                    return True
+
+                queue = list(reversed(units))
+                # A few tasks per worker in flight: files are read and sent as the class progresses.
+                pending = as_completed([submit(queue.pop()) for _ in range(min(len(queue), 3 * max(1, workers)))])
+                bar = tqdm(total=len(units), unit="notebook", desc="autograding", disable=not self.progress,
+                           dynamic_ncols=True, file=sys.stderr)
+
+                def progressed() -> None:
+                    bar.update()
+                    failed = sum(not r.success for r in results)
+                    if failed:
+                        bar.set_postfix(failed=failed)
+
+                try:
+                    for future in as_finished(pending, client, self.worker_wait, scheduler):
+                        if collect(future, alone=False):
+                            progressed()
+                        if queue:
+                            pending.add(submit(queue.pop()))
+                    # Each suspect alone on the cluster: a worker that dies now died of this submission.
+                    for unit in suspects:
+                        for future in as_finished(as_completed([submit(unit)]), client, self.worker_wait, scheduler):
+                            collect(future, alone=True)
+                            progressed()
+                except NoWorkerLeft as exc:
+                    bar.close()
+                    raise NoWorkerLeft(f"{exc}: {len(results)} graded in this run are kept; rerun to grade the "
+                                       f"{len(units) - len(results)} left.") from None
+                except KeyboardInterrupt:
+                    bar.close()
+                    print(f"\nInterrupted: {len(results)} graded in this run are kept; rerun to grade the "
+                          f"{len(units) - len(results)} left.", file=sys.stderr)
+                    raise SystemExit(130)
+                bar.close()
+        summaries = [outcome.summary() for outcome in results]
+        return {
+            "course": str(course.root), "assignments": assignments, "scheduler": scheduler or "local",
+            "workers": workers, "threads_per_kernel": threads,
+            "graded": len(results), "skipped": skipped,
+            "failed": [summary for summary in summaries if not summary["success"]],
+            "seconds": round(time.perf_counter() - started, 3),
+            "results": summaries,
+        }
+
+
+def grade_class(root: Path, assignments: list[str], **settings) -> dict:
+    """Grade every submission of `assignments` in the course at `root` that is not graded yet and return a
+    summary; `settings` are ClassGrader's traits (workers, force, students, scheduler, progress, worker_wait,
+    env). A run that loses every worker for `worker_wait` seconds raises NoWorkerLeft (what was graded by
+    then is kept). A setting given as None keeps its default."""
+    settings = {name: value for name, value in settings.items() if value is not None}
+    return ClassGrader(course_root=str(root), **settings).grade(assignments)
+
+
+def describe_failure(exc: BaseException, alone: bool = False) -> str:
+    from distributed import KilledWorker
+
+    if isinstance(exc, KilledWorker):
+        return (f"the grading worker died each time it graded this submission ({exc.allowed_failures + 1} times"
+                f"{', with nothing else to grade' if alone else ''}; Dask's KilledWorker): the submission kills "
+                "or overwhelms the process that grades it")
+    return f"{type(exc).__name__}: {exc}"
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+USAGE = __doc__
+
+
+class GradeClassApp(NbGrader):
+    """`nbgrader autograde` for a whole class at once, in parallel, resumable."""
+
+    name = "grade-class"
+    description = USAGE.split("\n")[0]
+    examples = USAGE.split("\n\n")[1]
+
+    aliases = {
+        "log-level": "Application.log_level",
+        "workers": "ClassGrader.workers", "j": "ClassGrader.workers",
+        "student": "ClassGrader.students",
+        "course": "ClassGrader.course_root",
+        "json": "GradeClassApp.summary_file",
+        "scheduler": "ClassGrader.scheduler",
+        "worker-wait": "ClassGrader.worker_wait",
+    }
+    flags = {
+        **nbgrader_flags,
+        "force": ({"ClassGrader": {"force": True}}, ClassGrader.force.help),
+        "no-progress": ({"ClassGrader": {"progress": False}}, "no progress bar"),
+    }
+
+    summary_file = Unicode("", help="also write the summary (timings per submission) to this JSON file").tag(config=True)
+
+    @default("classes")
+    def _classes_default(self):
+        return [*super()._classes_default(), ClassGrader]
+
+    def initialize(self, argv: list[str] | None = None) -> None:
+        super().initialize(argv)
+        self.course = Course(Path(self.config.ClassGrader.get("course_root", str(REPO))))
+        # The course's own configuration (the sandbox, and any ClassGrader settings); the command line wins.
+        Application.load_config_file(self, "nbgrader_config.py", path=str(self.course.autograder))
+
+    def load_config_file(self, **kwargs) -> None:
+        # nbgrader's version warns when the current folder has no nbgrader_config.py; this command reads the
+        # course's own (above), wherever it is run from.
+        JupyterApp.load_config_file(self, **kwargs)
+
+    def start(self) -> None:
+        known = self.course.assignments()
+        assignments = known if self.extra_args == ["all"] else list(self.extra_args)
+        if not assignments:
+            self.fail("name the assignment(s) to grade, or `all`")
+        unknown = sorted(set(assignments) - set(known))
+        if unknown:
+            self.fail(f"no such assignment in {self.course.folder('source')}: {', '.join(unknown)}")
+        try:
+            summary = ClassGrader(parent=self, course_root=str(self.course.root)).grade(assignments)
+        except NoWorkerLeft as exc:
+            print(f"Stopped: {exc}", file=sys.stderr)
+            self.exit(3)
+        if self.summary_file:
+            path = Path(self.summary_file)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(summary, indent=2) + "\n")
+        print(f"graded {summary['graded']}, skipped {summary['skipped']} already graded, "
+              f"{len(summary['failed'])} failed, in {summary['seconds']:.1f} s with {summary['workers']} workers")
+        for failure in summary["failed"]:
+            where = f" on {failure['worker']}" if failure["worker"] else ""
+            print(f"  FAILED {failure['assignment']}/{failure['student']}{where}: {failure['error']}")
+        if summary["failed"]:
+            print(f"  (the workers' logs: {log_path(self.course)} for a local cluster, else each worker's own)")
+        self.exit(1 if summary["failed"] else 0)
+
+
+main = launch_new_instance = GradeClassApp.launch_instance
+
+if __name__ == "__main__":
+    main()
