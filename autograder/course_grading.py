@@ -282,6 +282,7 @@ class GuardedExecute(Execute):
         self._baseline = None
         self._kernel_id = None
         self._deadline = time.monotonic() + value("COURSE_GRADING_NOTEBOOK_TIMEOUT")
+        self.timeout_func = self.cell_timeout
         self._notebook_bytes = 0
         self._hidden = hidden_lines(nb)
         self._assignment = resources.get("nbgrader", {}).get("assignment", "")
@@ -375,10 +376,10 @@ class GuardedExecute(Execute):
             add_flag(resources, f"process limit reached ({value('COURSE_GRADING_PROCESSES'):g} processes and "
                                 "threads): a new one was refused")
 
-    def _get_timeout(self, cell):
+    def cell_timeout(self, cell) -> int:
+        """A cell's time limit (nbclient's `timeout_func` hook): its own, cut to what the notebook has left."""
         remaining = max(1, int(self._deadline - time.monotonic()))
-        timeout = super()._get_timeout(cell)
-        return remaining if timeout is None else min(timeout, remaining)
+        return remaining if not self.timeout or self.timeout < 0 else min(self.timeout, remaining)
 
     # --- one cell -----------------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ kernel starts (the sandbox's kernelspec) and what the tamper guard watches.
 nbgrader_config.py, the grading plugins (course_grading.py) and the sandbox launcher (sandboxed_kernel.py)
 read it; so does the guard inside the sandboxed kernel (kernel_startup.py), for which this file is made
 readable: it imports only the standard library. Importing it changes nothing, on disk or in the process's
-environment. The grader page (book/grader.md) prints the limits table (a test checks that they agree). Each
+environment. The grader page (book/grader.md) renders the limits table from this file when the site is built. Each
 limit can be changed with the environment variable of its name, set in the shell that runs
 `nbgrader autograde` or `python -m autograder.grade_class`.
 

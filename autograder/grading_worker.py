@@ -17,10 +17,8 @@ normally stops it first).
 
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
-import tempfile
 import threading
 import time
 import traceback
@@ -93,12 +91,11 @@ def stop_kernels() -> None:
 
 
 def work_folder() -> Path:
-    """This worker process's own folder for kits: two workers on one machine never share one. It is
-    removed when the worker exits (a worker killed outright leaves it behind, in the temporary folder)."""
-    folder = Path(tempfile.gettempdir()) / f"course-grading-{os.getuid()}-{os.getpid()}"
-    if not folder.exists():
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    return folder
+    """This worker's own folder for kits: its Dask scratch folder, which two workers never share and Dask
+    removes when the worker closes (one killed outright leaves it, as Dask leaves any worker's)."""
+    from distributed import get_worker
+
+    return Path(get_worker().local_directory) / "course-grading"
 
 
 def grade_submission(kit_data: bytes, digest: str, assignment: str, student: str,

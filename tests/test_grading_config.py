@@ -7,21 +7,15 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from autograder import grading_environment
 from tools import grading
 from tools.course import COURSE
-
-from autograder import grading_environment
-
-
-@pytest.mark.quick
-def test_the_grader_page_shows_the_limits_the_grader_applies():
-    page = (COURSE.root / "book" / "grader.md").read_text()
-    assert grading_environment.markdown_table() in page
 
 
 @pytest.mark.quick
@@ -115,3 +109,24 @@ def test_a_kernels_socket_folder_lives_exactly_as_long_as_the_kernel(tmp_path, m
     transport, ip = nb.cells[0].outputs[0].text.split()
     assert transport == "ipc" and Path(ip).parent.parent == tmp_path / "tmp"
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+@pytest.mark.grading
+def test_the_notebook_time_limit_cuts_the_running_cell_short_and_skips_the_rest(tmp_path, monkeypatch):
+    """COURSE_GRADING_NOTEBOOK_TIMEOUT bounds the whole notebook: the cell running when it is used up gets only
+    what is left (the notebook's 12 s less the kernel's start, of its own 60), and the cells after it are not
+    run; both are flagged. (A kernel slower to start than the whole limit leaves no cell run: the same verdict.)"""
+    from autograder.course_grading import FLAGS, GuardedExecute
+
+    monkeypatch.setenv("COURSE_GRADING_NOTEBOOK_TIMEOUT", "12")
+    (tmp_path / "work").mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time\ntime.sleep(120)"),
+                                         nbformat.v4.new_code_cell("print('never')")])
+    executor = GuardedExecute(extra_arguments=grading_environment.kernel_arguments(), timeout=60,
+                              startup_timeout=int(grading_environment.value("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT")))
+    started = time.monotonic()
+    nb, resources = executor.preprocess(nb, {"metadata": {"path": str(tmp_path / "work")}})
+    seen = f"outputs {[cell.outputs for cell in nb.cells]}, flags {resources.get(FLAGS)}"
+    assert time.monotonic() - started < 60, f"the sleeping cell ran past the notebook's time limit: {seen}"
+    assert [output.get("ename") for output in nb.cells[1].outputs] == ["NotebookTimeLimit"], seen
+    assert any(flag.startswith("notebook time limit reached") for flag in resources[FLAGS]), seen

@@ -19,6 +19,19 @@ def test_landing_page_and_lesson_are_built(site):
     assert "Traceback" not in lesson
 
 
+def test_the_grader_page_shows_the_limits_the_grader_applies(site):
+    """The limits table is made from autograder/grading_environment.py when the site is built."""
+    from bs4 import BeautifulSoup
+
+    from autograder.grading_environment import LIMITS
+
+    page = BeautifulSoup((site / "book" / "grader.html").read_text(), "html.parser")
+    rows = [[cell.get_text(" ", strip=True) for cell in row.find_all("td")]
+            for row in page.select(".grading-limits table tbody tr")]
+    assert [(row[1], row[2]) for row in rows] == [
+        (f"{limit.default:g} {limit.unit}".strip(), limit.variable) for limit in LIMITS]
+
+
 def test_site_contains_no_solutions_or_hidden_tests(site):
     for page in site.rglob("*"):
         if page.is_file() and page.suffix in {".html", ".js", ".txt", ".ipynb", ".json"}:

@@ -7,6 +7,8 @@
   git-ignored) so a new or regenerated release is on the site at the next build. Only `exercises/` is
   read: the masters in `solutions/` never reach the site.
 - **The assignment list.** The `{assignment-list}` directive renders a table of every assignment.
+- **The grading limits.** The `{grading-limits}` directive renders the grader's limits from their one
+  definition, autograder/grading_environment.py (the page never holds a copy).
 - **Re-reading re-executed lessons.** A lesson re-executed because a module it imports changed (see
   tools/cache.py) is re-read by Sphinx's incremental build although its source did not change.
 - **Colab links.** Colab cannot open MyST Markdown, so a lesson's Colab button opens the `.ipynb`
@@ -331,6 +333,20 @@ def outdated_outputs(app: Sphinx, env, added, changed, removed) -> list[str]:
     return outdated
 
 
+class GradingLimits(SphinxDirective):
+    """The grader's limits, their defaults, variables and reasons, as autograder/grading_environment.py
+    defines them."""
+
+    def run(self):
+        from autograder import grading_environment
+
+        self.env.note_dependency(grading_environment.__file__)
+        container = nodes.container(classes=["grading-limits"])
+        self.state.nested_parse(StringList(grading_environment.markdown_table().splitlines()), self.content_offset,
+                                container)
+        return [container]
+
+
 def setup(app: Sphinx):
     app.add_config_value("course_notebooks_branch", "notebooks", "html")
     # Old document name -> new one, for pages that moved (_config.yml sets them).
@@ -341,4 +357,5 @@ def setup(app: Sphinx):
     app.connect("html-page-context", fix_colab_links, priority=600)
     app.connect("html-page-context", dedupe_scripts, priority=600)
     app.add_directive("assignment-list", AssignmentList)
+    app.add_directive("grading-limits", GradingLimits)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
