@@ -39,6 +39,7 @@ from __future__ import annotations
 import ast
 import csv
 import json
+import math
 import re
 import secrets
 import shutil
@@ -377,8 +378,9 @@ class GuardedExecute(Execute):
                                 "threads): a new one was refused")
 
     def cell_timeout(self, cell) -> int:
-        """A cell's time limit (nbclient's `timeout_func` hook): its own, cut to what the notebook has left."""
-        remaining = max(1, int(self._deadline - time.monotonic()))
+        """A cell's time limit (nbclient's `timeout_func` hook): its own, cut to what the notebook has left,
+        rounded up, so that a cell stopped by it ends past the deadline and the next cell is not started."""
+        remaining = max(1, math.ceil(self._deadline - time.monotonic()))
         return remaining if not self.timeout or self.timeout < 0 else min(self.timeout, remaining)
 
     # --- one cell -----------------------------------------------------------------------------------
