@@ -7,9 +7,12 @@ grading machine). `make` installs the package into the course's virtual environm
 folder follows one submission through it and names the module for each step.
 
 - grading_environment: every limit, what a grading kernel sees and what the tamper guard watches.
-- course_grading, handins, late_policy: nbgrader plugins run by `nbgrader autograde`.
+- nbgrader's plugins, one job each: intake (with handins), restore, guarded_execute (the kernel and its
+  limits), verdict (what a check earns, the flags), withhold (hidden tests never shown), late_policy,
+  export (one column per check); cells, what they all read of a notebook.
 - sandboxed_kernel, cgroups, kernel_relay, kernel_startup: the kernel every submission runs in.
 - feedback_summary, feedback_math: the feedback pages.
+- grade_class, class_plan, grading_kit, cluster, grading_worker: the class grader on Dask.
 """
 
 # The files that describe one course to nbgrader, in its autograder/ folder (traitlets reads them; they are

@@ -6,7 +6,7 @@ pages included, and its `pids` controller caps the processes and threads.
 
 The launcher (sandboxed_kernel.py) creates the group `course-grading/<kernel id>@<owner>` below its own
 cgroup and moves itself in before it starts bubblewrap, so everything the kernel starts is counted. After
-the notebook ran, the grader (course_grading.GuardedExecute) reads the group's events (a process killed for
+the notebook ran, the grader (guarded_execute.GuardedExecute) reads the group's events (a process killed for
 memory, a fork refused), kills whatever is left and removes the group.
 
 The owner is the grader that started the launcher (its process id, start time and PID namespace): a group

@@ -3,7 +3,7 @@
 variables it keeps), how the
 kernel starts (the sandbox's kernelspec) and what the tamper guard watches.
 
-nbgrader_config.py, the grading plugins (course_grading.py) and the sandbox launcher (sandboxed_kernel.py)
+nbgrader_config.py, the grading plugins (intake.py, guarded_execute.py) and the sandbox launcher (sandboxed_kernel.py)
 read it; so does the guard inside the sandboxed kernel (kernel_startup.py), for which this file is made
 readable: it imports only the standard library. Importing it changes nothing, on disk or in the process's
 environment. The grader page (book/grader.md) renders the limits table from this file when the site is built. Each
@@ -112,7 +112,7 @@ def cgroups_required() -> bool:
 
 
 # The kernel every submission runs in, as a Jupyter kernelspec. It is not installed anywhere: the grader
-# hands it to the kernel manager (course_grading.SandboxKernelSpecs), with {resource_dir} this package's
+# hands it to the kernel manager (guarded_execute.SandboxKernelSpecs), with {resource_dir} this package's
 # folder and the graded course's root added as the launcher's second argument (the launcher hides it), so
 # nothing is written to disk. The launcher runs as a script: its own folder, never the submission's, is
 # first on its sys.path.

@@ -14,7 +14,7 @@ it to a worker: six files of 99 MB (each under the exchange's per-file limit) co
 - within the limits, only files the release ships (at the same path) are taken; the others are left out,
   named in a flag, so a student who imported a helper of their own learns why it was missing.
 
-Both engines apply the same rule. course_grading.Intake applies it under `nbgrader autograde` (it removes
+Both engines apply the same rule. intake.Intake applies it under `nbgrader autograde` (it removes
 what is not taken from the autograded folder before the kernel starts there); autograder/grading_kit.py applies
 it when it packs a task for a grading worker, which then sends only what is taken, and lists what it did
 not send (name and size) in MANIFEST, so the worker's Intake reaches the same verdict and the same flags.

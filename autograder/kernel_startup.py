@@ -1,7 +1,7 @@
 """Runs in every grading kernel before the student's first cell (IPKernelApp.exec_files).
 
 Seeds every random number generator, so that grading the same notebook twice gives the same result,
-and installs the grading guard `_course_guard`, which the grader (course_grading.GuardedExecute) asks,
+and installs the grading guard `_course_guard`, which the grader (guarded_execute.GuardedExecute) asks,
 before the first cell and after every cell, for a fingerprint of what the checks rely on.
 
 The grader, not this module, decides whether anything changed: it keeps the first fingerprint (taken

@@ -28,7 +28,11 @@ def configure(c):
     # The plugins are the grading package's (`autograder`, installed into the course's environment by
     # `make`), whichever copy of the course this file describes.
     from autograder import sandboxed_kernel
-    from autograder.course_grading import GuardedExecute, HideHiddenTests, Intake, RecordFlags, RestoreFromRelease
+    from autograder.guarded_execute import GuardedExecute
+    from autograder.intake import Intake
+    from autograder.restore import RestoreFromRelease
+    from autograder.verdict import RecordFlags
+    from autograder.withhold import HideHiddenTests
     from autograder.feedback_math import MATHML_ATTRIBUTES, MATHML_TAGS, TypesetMath
     from autograder.feedback_summary import FeedbackSummary
     from autograder.grading_environment import kernel_arguments, sandbox_enabled, value
@@ -111,7 +115,7 @@ def configure(c):
     c.SanitizeHTML.attributes = {**bleach.ALLOWED_ATTRIBUTES, **{tag: MATHML_ATTRIBUTES for tag in MATHML_TAGS}}
     c.HTMLExporter.sanitize_html = True
 
-    # `nbgrader export --exporter=autograder.course_grading.PerCheckExport --to checks.csv`: one column per check (it
+    # `nbgrader export --exporter=autograder.export.PerCheckExport --to checks.csv`: one column per check (it
     # needs no settings: it reads the course's folders from the export command's CourseDirectory).
 
 

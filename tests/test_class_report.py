@@ -429,7 +429,7 @@ def test_report_and_feedback_summary_in_chromium(known):
 
     variant = next(v for v in known.bugs if v.name == "sample-variance")
     checks = known.points
-    from autograder.course_grading import hidden_lines
+    from autograder.withhold import hidden_lines
 
     hidden = hidden_lines(
         nbformat.read(COURSE.master_notebook(A), as_version=4))

@@ -287,7 +287,7 @@ def test_patching_builtins_breaks_only_that_kernel_and_is_flagged(hostile):
 @pytest.mark.parametrize("student", ["invalid-json", "empty-file", "nbformat-3", "renamed"])
 def test_malformed_submissions_get_a_clear_message_and_no_points(hostile, student):
     course = hostile[student]
-    result = grading.nbgrader(course, "export", "--exporter=autograder.course_grading.PerCheckExport",
+    result = grading.nbgrader(course, "export", "--exporter=autograder.export.PerCheckExport",
                               "--to", str(course / f"{student}.csv"))
     rows = {row["student_id"]: row for row in csv.DictReader((course / f"{student}.csv").open())}
     assert result.returncode == 0
@@ -312,7 +312,7 @@ def test_warnings_on_stderr_keep_their_points(hostile):
 
 def test_per_check_export_has_a_column_per_check_and_the_flags(hostile):
     course = hostile["os-exit"]
-    grading.nbgrader(course, "export", "--exporter=autograder.course_grading.PerCheckExport", "--to", str(course / "checks.csv"))
+    grading.nbgrader(course, "export", "--exporter=autograder.export.PerCheckExport", "--to", str(course / "checks.csv"))
     rows = {row["student_id"]: row for row in csv.DictReader((course / "checks.csv").open())}
     assert f"{A}/layernorm/test_population_variance" in rows["os-exit"]
     assert "kernel died" in rows["os-exit"]["flags"]
@@ -561,7 +561,7 @@ def feedback_html(graded_in, student) -> str:
 def test_printing_the_running_test_leaks_no_hidden_code(hostile):
     import re
 
-    from autograder.course_grading import hidden_lines
+    from autograder.withhold import hidden_lines
 
     html = re.sub(r"\s+", "", feedback_html(hostile, "prints-the-tests"))
     import html as html_module
@@ -620,7 +620,7 @@ def test_flags_are_the_graders_and_exports_are_safe_in_a_spreadsheet(hostile):
     assert FORMULA not in flags(hostile, "forged-flags")
     assert total(hostile, "forged-flags") == (SAMPLE_VARIANCE_SCORE, POINTS)
     course = hostile["forged-flags"]
-    grading.nbgrader(course, "export", "--exporter=autograder.course_grading.PerCheckExport", "--to", str(course / "safe.csv"))
+    grading.nbgrader(course, "export", "--exporter=autograder.export.PerCheckExport", "--to", str(course / "safe.csv"))
     for row in csv.reader((course / "safe.csv").open()):
         for cell in row:
             assert not cell.startswith(("=", "+", "@")), f"a CSV cell a spreadsheet would run: {cell!r}"

@@ -94,7 +94,7 @@ def test_a_kernels_socket_folder_lives_exactly_as_long_as_the_kernel(tmp_path, m
     when it stops; the kernel comes from the kernelspec grading_environment.py declares, installed nowhere."""
     import tempfile
 
-    from autograder.course_grading import GuardedExecute
+    from autograder.guarded_execute import GuardedExecute
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
@@ -116,7 +116,8 @@ def test_the_notebook_time_limit_cuts_the_running_cell_short_and_skips_the_rest(
     """COURSE_GRADING_NOTEBOOK_TIMEOUT bounds the whole notebook: the cell running when it is used up gets only
     what is left (the notebook's 12 s less the kernel's start, of its own 60), and the cells after it are not
     run; both are flagged. (A kernel slower to start than the whole limit leaves no cell run: the same verdict.)"""
-    from autograder.course_grading import FLAGS, GuardedExecute
+    from autograder.cells import FLAGS
+    from autograder.guarded_execute import GuardedExecute
 
     monkeypatch.setenv("COURSE_GRADING_NOTEBOOK_TIMEOUT", "12")
     (tmp_path / "work").mkdir()

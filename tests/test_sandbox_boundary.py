@@ -227,7 +227,7 @@ def test_writing_through_the_socket_folder_stops_at_the_limit(tmp_path, monkeypa
     """The kernel's sockets are files in a folder: it is a tiny tmpfs inside the sandbox, not the grader's
     folder, so nothing written there escapes the disk limit (here 16 MB; the writer tries 48)."""
     monkeypatch.setenv("COURSE_GRADING_DISK_MB", "16")
-    from autograder.course_grading import GuardedExecute
+    from autograder.guarded_execute import GuardedExecute
     (tmp_path / "work").mkdir()
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(WRITES_THROUGH_THE_SOCKET_FOLDER)])
     executor = GuardedExecute(extra_arguments=grading_environment.kernel_arguments(),

@@ -20,10 +20,10 @@ writes into --out (by default the course's `_build/class-report/`, git-ignored),
 Everything is read through nbgrader's API: the gradebook at the course's db_url (autograder/course_directory.py,
 SQLite or PostgreSQL alike) for the scores, and the autograded notebooks for what each check said (the
 error it raised, as the feedback shows it: autograder/feedback_summary.py), the grader's flags (their
-metadata, autograder/course_grading.py) and the cells' execution times (nbclient's timestamps in each
+metadata, autograder/cells.py) and the cells' execution times (nbclient's timestamps in each
 cell's metadata; kernel start-up and saving are not in them). A student missing from the roster or from
 the gradebook is named in the report and on stderr, never dropped silently. Every text cell of the CSV files
-is written so that a spreadsheet reads it as text, never as a formula (course_grading.spreadsheet_safe), and
+is written so that a spreadsheet reads it as text, never as a formula (autograder.export.spreadsheet_safe), and
 everything a student wrote is escaped in the page.
 
 The roster is a CSV file with the nbgrader id in a column `student_id` and Canvas's own columns (Student, ID,
@@ -49,6 +49,8 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.cells import notebook_flags
+from autograder.export import spreadsheet_safe
 from tools.course import COURSE, Course, venv_on_path
 
 # Item analysis: a discrimination this close to zero says passing the check tells nothing about the rest.
@@ -130,7 +132,7 @@ def read_class(course: Course, assignment: str) -> ClassData:
     """Everything the report needs about one assignment, from the gradebook and the autograded notebooks."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    from autograder import course_grading as grading, feedback_summary as summary
+    from autograder import feedback_summary as summary
 
     with venv_on_path(), Gradebook(course.db_url) as gradebook:
         try:
@@ -163,7 +165,7 @@ def read_class(course: Course, assignment: str) -> ClassData:
                     flags.append(f"flagged in the formgrader ({submitted.name})")
             result = Result(student, scores, float(submission.score or 0), float(submission.max_score or max_score),
                             float(submission.late_submission_penalty or 0), flags=flags)
-            read_autograded(course, assignment, result, cells, grading, summary, [n.name for n in record.notebooks])
+            read_autograded(course, assignment, result, cells, summary, [n.name for n in record.notebooks])
             results.append(result)
         handed_in = {path.parent.name for path in course.folder("submitted").glob(f"*/{assignment}") if path.is_dir()}
         not_graded = [(student, "handed in (in the submitted folder) but not in the gradebook: not graded yet, or "
@@ -175,7 +177,7 @@ def read_class(course: Course, assignment: str) -> ClassData:
     return ClassData(assignment, course.course_id, cells, results, not_graded, max_score)
 
 
-def read_autograded(course: Course, assignment: str, result: Result, cells: list[GradedCell], grading, summary,
+def read_autograded(course: Course, assignment: str, result: Result, cells: list[GradedCell], summary,
                     notebooks: list[str]) -> None:
     """The autograded notebooks' messages, flags and execution times, into `result`."""
     folder = course.path("autograded", result.student, assignment)
@@ -191,7 +193,7 @@ def read_autograded(course: Course, assignment: str, result: Result, cells: list
             result.unread.append(notebook)
             result.flags.append(f"autograded {notebook}.ipynb could not be read ({type(error).__name__})")
             continue
-        result.flags += [str(flag) for flag in grading.notebook_flags(nb)]
+        result.flags += [str(flag) for flag in notebook_flags(nb)]
         result.seconds[notebook] = execution_seconds(nb)
         columns = {cell.name: cell.column for cell in cells if cell.notebook == notebook}
         for cell in nb.cells:
@@ -310,15 +312,15 @@ def mistakes(data: ClassData, summary) -> list[Mistake]:
 
 # --- the exports ---------------------------------------------------------------------------------------------------
 
-def safe(value, grading):
-    return grading.spreadsheet_safe(value) if isinstance(value, str) else value
+def safe(value):
+    return spreadsheet_safe(value) if isinstance(value, str) else value
 
 
 def points(value: float) -> str:
     return f"{value:g}"
 
 
-def write_checks_csv(data: ClassData, path: Path, grading) -> None:
+def write_checks_csv(data: ClassData, path: Path) -> None:
     """student, one column per graded cell, total: the gradebook's scores (the total before any late penalty,
     which has a column of its own when there is one)."""
     late = any(result.late_penalty for result in data.results)
@@ -329,7 +331,7 @@ def write_checks_csv(data: ClassData, path: Path, grading) -> None:
         for result in data.results:
             row = [result.student, *(points(result.scores.get(cell.column, 0.0)) for cell in data.cells),
                    points(result.total)] + ([points(result.late_penalty)] if late else [])
-            writer.writerow([safe(value, grading) for value in row])
+            writer.writerow([safe(value) for value in row])
 
 
 @dataclass
@@ -358,7 +360,7 @@ def read_roster(path: Path) -> list[RosterEntry]:
     return entries
 
 
-def write_canvas_csv(data: ClassData, roster: list[RosterEntry], path: Path, column: str, grading) -> list[str]:
+def write_canvas_csv(data: ClassData, roster: list[RosterEntry], path: Path, column: str) -> list[str]:
     """The Canvas gradebook import; returns a line for each student it could not place."""
     by_id = {result.student: result for result in data.results}
     problems = [f"{result.student}: graded, but not in the roster: not in the Canvas file"
@@ -374,7 +376,7 @@ def write_canvas_csv(data: ClassData, roster: list[RosterEntry], path: Path, col
                 problems.append(f"{who}: in the roster, but no graded submission: left blank in the Canvas file"
                                 + ("" if entry.student else " (the roster gives no nbgrader student_id)"))
             score = points(max(0.0, result.final)) if result else ""
-            writer.writerow([safe(value, grading) for value in [*(entry.lms[c] for c in CANVAS_COLUMNS), score]])
+            writer.writerow([safe(value) for value in [*(entry.lms[c] for c in CANVAS_COLUMNS), score]])
     return problems
 
 
@@ -603,19 +605,19 @@ def report(course: Course, assignment: str, out: Path, roster: Path | None = Non
            canvas_column: str | None = None) -> dict[str, Path]:
     """Write the report and the exports of one assignment into `out`; returns what was written. Problems with
     the roster are printed on stderr too."""
-    from autograder import course_grading as grading, feedback_summary as summary
+    from autograder import feedback_summary as summary
 
     data = read_class(course, assignment)
     items = item_analysis(data)
     found = mistakes(data, summary)
     out.mkdir(parents=True, exist_ok=True)
     written = {"checks": out / f"{assignment}-checks.csv"}
-    write_checks_csv(data, written["checks"], grading)
+    write_checks_csv(data, written["checks"])
     exports = {written["checks"].name: "per-check grades: one row per graded student, one column per graded cell"}
     problems = None
     if roster is not None:
         written["canvas"] = out / f"{assignment}-canvas.csv"
-        problems = write_canvas_csv(data, read_roster(roster), written["canvas"], canvas_column or assignment, grading)
+        problems = write_canvas_csv(data, read_roster(roster), written["canvas"], canvas_column or assignment)
         exports[written["canvas"].name] = "Canvas gradebook import"
     for problem in problems or []:
         print(f"{assignment}: {problem}", file=sys.stderr)

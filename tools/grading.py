@@ -294,12 +294,12 @@ def cell_error(notebook: nbformat.NotebookNode, grade_id: str) -> str:
 
 
 def grader_flags(notebook: nbformat.NotebookNode) -> list[str]:
-    """What the grader flagged in an autograded notebook (its record under course_grading.FLAGS)."""
+    """What the grader flagged in an autograded notebook (its record under autograder.cells.FLAGS)."""
     return notebook.metadata.get(flags_key(), {}).get("flags", [])
 
 
 def flags_key() -> str:
-    """The metadata key of the grader's record, as autograder/course_grading.py defines it."""
-    from autograder.course_grading import FLAGS
+    """The metadata key of the grader's record, as autograder/cells.py defines it."""
+    from autograder.cells import FLAGS
 
     return FLAGS

@@ -10,8 +10,8 @@ nbgrader's passes for every variant (about 3.6 CPU-seconds each). This does what
 - each submission then runs in a fork of that process (so in a namespace and interpreter state of its own,
   as a fresh kernel would), in an IPython shell built like ipykernel's (its cell compiler, an in-memory
   history), after the grading kernel's own start-up file (kernel_startup.py: the seeds, the tamper guard);
-- each cell's outputs are judged by the engine's own code (course_grading.GuardedExecute's judge,
-  withhold_quotations and flag_limits_and_rules, with the assignment's rules from nbgrader_config.py),
+- each cell's outputs are judged by the engine's own code (autograder.verdict.Verdict, which GuardedExecute
+  uses too, with the assignment's rules from nbgrader_config.py),
   stderr is dropped (IgnorePattern) and each test cell is scored by nbgrader's own determine_grade.
 
 The result of each submission is what the tests read from the engine: its scores, grade id -> (score,
@@ -99,9 +99,9 @@ class Grader:
         layout, name = Course(course), COURSE.master_notebook(assignment).name
         self.master = nbformat.read(layout.path("source", ".", assignment) / name, as_version=4)
         self.release = nbformat.read(layout.path("release", ".", assignment) / name, as_version=4)
-        from autograder import course_grading, grading_environment
+        from autograder import grading_environment
 
-        self.grading, self.environment = course_grading, grading_environment
+        self.environment = grading_environment
         self.rules = self.configured_rules()
         # The sandbox refuses the course's reference module; its stand-in raises the same error here.
         sys.path.insert(0, str(Path(grading_environment.PACKAGE) / "sandbox_stubs"))
@@ -184,12 +184,13 @@ class Grader:
     def prepared(self, submitted: nbformat.NotebookNode) -> nbformat.NotebookNode:
         """The notebook autograde executes: the release's nbgrader metadata on every cell it marks, deleted
         ones put back, and test and locked cells with the master's source (hidden tests included)."""
-        grading = self.grading
-        released = {grading.grade_id(cell): cell for cell in self.release.cells if grading.grade_id(cell)}
-        master = {grading.grade_id(cell): cell for cell in self.master.cells if grading.grade_id(cell)}
+        from autograder.cells import FLAGS, grade_id
+
+        released = {grade_id(cell): cell for cell in self.release.cells if grade_id(cell)}
+        master = {grade_id(cell): cell for cell in self.master.cells if grade_id(cell)}
         cells = []
         for cell in submitted.cells:
-            cell_id = grading.grade_id(cell)
+            cell_id = grade_id(cell)
             cell = nbformat.from_dict(dict(cell))
             cell.pop("outputs", None)
             if cell.cell_type == "code":
@@ -202,13 +203,13 @@ class Grader:
             else:
                 cell.metadata.pop("nbgrader", None)
             cells.append(cell)
-        missing = set(released) - {grading.grade_id(cell) for cell in cells}
+        missing = set(released) - {grade_id(cell) for cell in cells}
         if missing:
             raise ValueError(f"a catalog submission of {self.assignment} lacks cells {sorted(missing)}: "
                              "catalog variants replace answer cells, never delete them")
         notebook = nbformat.from_dict(dict(submitted))
         notebook.cells = cells
-        notebook.metadata.pop(grading.FLAGS, None)
+        notebook.metadata.pop(FLAGS, None)
         return notebook
 
     # --- one submission, in a fork --------------------------------------------------------------------------
@@ -220,21 +221,24 @@ class Grader:
         from nbformat.notebooknode import NotebookNode
         from nbgrader.utils import determine_grade
 
-        grading, shell = self.grading, self.shell
-        shell.safe_execfile(str(COURSE.autograder / self.environment.STARTUP_FILE), shell.user_ns,
+        from autograder.cells import FLAGS, error_output, grade_id, is_test, nbgrader_record
+        from autograder.verdict import Verdict
+        from autograder.withhold import hidden_lines
+
+        shell = self.shell
+        shell.safe_execfile(str(self.environment.PACKAGE / self.environment.STARTUP_FILE), shell.user_ns,
                             raise_exceptions=True)
-        # The verdict code is the engine's own: GuardedExecute's methods, bound to this run's state.
-        judge = Judging(self.grading)
-        judge._hidden = grading.hidden_lines(notebook)
         grader_cells = [murmur2_x86(cell.source, get_tmp_hash_seed()) for cell in notebook.cells
-                        if cell.cell_type == "code" and (grading.is_test(cell) or grading.nbgrader_record(cell).get("locked"))]
+                        if cell.cell_type == "code" and (is_test(cell) or nbgrader_record(cell).get("locked"))]
         guard = sys.modules["_course_guard"]
+        # The verdict is the engine's own class, asking the guard in this process instead of in a kernel.
+        verdict = Verdict(hidden_lines(notebook), ask_guard=guard.report)
         resources: dict = {}
         for cell in notebook.cells:
             if cell.cell_type != "code":
                 continue
-            if judge._baseline is None:
-                judge._baseline = guard.setup(self.rules, grader_cells)
+            if verdict.baseline is None:
+                verdict.baseline = guard.setup(self.rules, grader_cells)
             shell.last_result = None
             with capture_output(stdout=True, stderr=True, display=True) as captured:
                 result = shell.run_cell(cell.source, store_history=True)
@@ -251,33 +255,21 @@ class Grader:
                                             data=shell.last_result, metadata={}))
             error = result.error_before_exec or result.error_in_exec
             if error is not None:
-                outputs.append(grading.error_output(type(error).__name__, str(error)[:2000]))
+                outputs.append(error_output(type(error).__name__, str(error)[:2000]))
             cell.outputs = outputs
-            judge._cell_bytes, judge._cell_truncated = 0, False
-            judge.withhold_quotations(cell, resources)
-            judge.flag_limits_and_rules(cell, resources)
-            if grading.is_test(cell):
-                judge.ask_guard = lambda setup=False: guard.report()
-                judge.judge(cell, resources)
+            verdict.withhold_quotations(cell, resources)
+            verdict.flag_limits_and_rules(cell, resources)
+            if is_test(cell):
+                verdict.judge(cell, resources)
         scores = {}
         for cell in notebook.cells:
             if cell.cell_type == "code":
                 # IgnorePattern: stderr (PyTorch's warnings) never costs points.
                 cell.outputs = [out for out in cell.outputs if not (out.output_type == "stream" and out.name == "stderr")]
-            if grading.nbgrader_record(cell).get("grade"):
-                scores[grading.grade_id(cell)] = determine_grade(cell)
-        notebook.metadata[grading.FLAGS] = {"flags": resources.get(grading.FLAGS, [])}
+            if nbgrader_record(cell).get("grade"):
+                scores[grade_id(cell)] = determine_grade(cell)
+        notebook.metadata[FLAGS] = {"flags": resources.get(FLAGS, [])}
         return {"scores": scores, "notebook": notebook}
-
-
-def Judging(grading):
-    """An object carrying GuardedExecute's verdict methods (judge, changes, withhold_quotations,
-    flag_limits_and_rules) and the state they read, without a kernel client behind it."""
-    engine = grading.GuardedExecute
-    judging = type("Judging", (), {name: engine.__dict__[name] for name in
-                                   ("judge", "changes", "withhold_quotations", "flag_limits_and_rules")})()
-    judging._tampered, judging._baseline, judging._hidden = [], None, set()
-    return judging
 
 
 def forked(work) -> tuple[int, int]:

@@ -1,0 +1,79 @@
+"""What the grading plugins read of a notebook and of the course: nbgrader's cell records, the grader's
+flags, a cell's outputs as text, and the course's folders as the running nbgrader command has them.
+
+Flags are the grader's notes on a submission (a kernel that died, a timeout, tampering, a restored test). The
+plugins collect them in the notebook's resources under FLAGS while it is graded; verdict.RecordFlags writes
+them into the autograded notebook's metadata, where the per-check export, the class report and the
+formgrader's summary read them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+from nbformat.notebooknode import NotebookNode
+from nbgrader.coursedir import CourseDirectory
+
+FLAGS = "course_grading"          # key of the grader's record in an autograded notebook's metadata
+
+
+def error_output(ename: str, evalue: str) -> NotebookNode:
+    return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
+
+
+def notebook_flags(nb: NotebookNode) -> list[str]:
+    return list(nb.metadata.get(FLAGS, {}).get("flags", []))
+
+
+def add_flag(resources: dict, flag: str) -> None:
+    flags = resources.setdefault(FLAGS, [])
+    if flag not in flags:
+        flags.append(flag)
+
+
+def nbgrader_record(cell: NotebookNode) -> dict:
+    record = cell.get("metadata", {}).get("nbgrader", {})
+    return record if isinstance(record, dict) else {}
+
+
+def grade_id(cell: NotebookNode) -> str | None:
+    cell_id = nbgrader_record(cell).get("grade_id")
+    return cell_id if isinstance(cell_id, str) and cell_id else None
+
+
+def is_test(cell: NotebookNode) -> bool:
+    record = nbgrader_record(cell)
+    return bool(record.get("grade")) and not record.get("solution")
+
+
+def course_directory(preprocessor) -> CourseDirectory:
+    """nbgrader's CourseDirectory of the converter running this preprocessor (nbconvert makes each
+    preprocessor with its exporter as parent, nbgrader each exporter with its converter as parent), so
+    the folders are the ones the command itself uses: course_directory.py's, and the command line's."""
+    parent = preprocessor.parent
+    while parent is not None:
+        coursedir = getattr(parent, "coursedir", None)
+        if isinstance(coursedir, CourseDirectory):
+            return coursedir
+        parent = parent.parent
+    raise RuntimeError(f"{type(preprocessor).__name__} runs only inside an nbgrader converter (no CourseDirectory)")
+
+
+def release_notebook(preprocessor, resources: dict) -> NotebookNode:
+    """The released notebook this submission started from (the course's release folder, exercises/)."""
+    coursedir, info = course_directory(preprocessor), resources["nbgrader"]
+    folder = coursedir.format_path(coursedir.release_directory, ".", info["assignment"])
+    return nbformat.read(Path(folder) / f"{info['notebook']}.ipynb", as_version=4)
+
+
+def output_text(output: NotebookNode) -> str:
+    """What an output shows a student. An error's traceback is left out: it quotes the failing test's
+    code by design, and the feedback never shows it (HideHiddenTests)."""
+    if output.output_type == "stream":
+        return output.get("text", "")
+    if output.output_type == "error":
+        return f"{output.get('ename', '')}: {output.get('evalue', '')}"
+    return "\n".join(str(data) if isinstance(data, str) else json.dumps(data)
+                     for data in output.get("data", {}).values())

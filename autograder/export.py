@@ -1,0 +1,64 @@
+"""`nbgrader export --exporter=autograder.export.PerCheckExport --to checks.csv`: one row per student and
+notebook, one column per graded test cell plus the flags, so an instructor sees which misconception each
+student has. Every text cell is written so that a spreadsheet reads it as text, never as a formula. It needs
+no settings: the course's folders come from the export command's CourseDirectory.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import nbformat
+from nbgrader.plugins import ExportPlugin
+
+from autograder.cells import course_directory, notebook_flags
+
+
+def spreadsheet_safe(value):
+    """A spreadsheet treats a cell that starts with = + - @ (or a tab or carriage return) as a formula."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+class PerCheckExport(ExportPlugin):
+    """One row per student and notebook, one column per graded cell, plus the grading flags."""
+
+    def export(self, gradebook):
+        path = Path(self.to or "checks.csv")
+        rows, columns = [], []
+        for assignment in gradebook.assignments:
+            for notebook in assignment.notebooks:
+                for cell in notebook.grade_cells:
+                    column = f"{assignment.name}/{notebook.name}/{cell.name}"
+                    if column not in columns:
+                        columns.append(column)
+            for submission in assignment.submissions:
+                for submitted in submission.notebooks:
+                    row = {"student_id": submission.student.id, "assignment": assignment.name,
+                           "notebook": submitted.name, "score": submitted.score, "max_score": submitted.max_score}
+                    for grade in submitted.grades:
+                        row[f"{assignment.name}/{submitted.name}/{grade.name}"] = grade.score
+                    row["flags"] = "; ".join(self.flags(submission.student.id, assignment.name, submitted.name))
+                    rows.append(row)
+        with path.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, ["student_id", "assignment", "notebook", "score", "max_score",
+                                             *columns, "flags"])
+            writer.writeheader()
+            writer.writerows({key: spreadsheet_safe(cell) for key, cell in row.items()} for row in rows)
+        self.log.info("Wrote per-check grades of %d submissions to %s", len(rows), path)
+
+    def flags(self, student: str, assignment: str, notebook: str) -> list[str]:
+        """The autograded notebook's flags (the course's folders, from the export command's CourseDirectory)."""
+        coursedir = course_directory(self)
+        path = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment)) / f"{notebook}.ipynb"
+        if path.is_file() and not path.is_symlink():
+            return notebook_flags(nbformat.read(path, as_version=4))
+        handed_in = Path(coursedir.format_path(coursedir.submitted_directory, student, assignment))
+        expected = handed_in / f"{notebook}.ipynb"
+        others = sorted(p.name for p in handed_in.glob("*.ipynb") if p != expected)
+        if not expected.exists():
+            return [f"not autograded: no {notebook}.ipynb was submitted"
+                    + (f" (found {', '.join(others)}: renamed?)" if others else "")]
+        return [f"not autograded: {notebook}.ipynb is not a readable notebook (see the autograde log)"]

@@ -1,0 +1,272 @@
+"""GuardedExecute: nbgrader's Execute, run in the grading sandbox and under the grader's own limits.
+
+It starts the kernel grading_environment.py declares (sandboxed_kernel.py: bubblewrap, an allow-list root,
+a cgroup for the whole submission), its sockets in a folder made when the kernel starts and removed when it
+stops, every message it sends bounded by a relay (kernel_relay.py) before the grader holds it. It caps how
+much output it keeps, enforces the notebook's total time, and reads the submission's cgroup (a process
+killed for memory, a fork refused). A kernel that dies no longer throws the submission away: earlier checks
+keep their points, later cells are marked as not run. What each test cell earns, and what is flagged, is
+the Verdict's (verdict.py), which this executor asks the guard in the kernel for.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_core.utils import run_sync
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbformat.notebooknode import NotebookNode
+from nbgrader.preprocessors import Execute
+from traitlets import Bool, Dict, Unicode
+
+from autograder import cgroups, grading_environment
+from autograder.cells import add_flag, course_directory, error_output, grade_id, is_test, nbgrader_record, \
+    notebook_flags, output_text
+from autograder.grading_environment import value
+from autograder.kernel_relay import KernelRelay
+from autograder.verdict import Verdict
+from autograder.withhold import hidden_lines
+
+HERE = Path(__file__).resolve().parent
+
+
+class SandboxKernelSpecs(KernelSpecManager):
+    """Jupyter's kernelspecs, plus the grading sandbox's (grading_environment.KERNELSPEC). That one is
+    declared, not installed: its {resource_dir} is this package's folder, and the launcher is told the
+    graded course's root (to hide it), so no kernelspec is written anywhere."""
+
+    course = Unicode("", help="the graded course's root folder, hidden in the sandbox ('' outside nbgrader)")
+
+    def get_kernel_spec(self, kernel_name):
+        if kernel_name == grading_environment.KERNEL_NAME:
+            spec = dict(grading_environment.KERNELSPEC)
+            spec["argv"] = [*spec["argv"], self.course]
+            return self.kernel_spec_class(resource_dir=str(HERE), name=kernel_name, **spec)
+        return super().get_kernel_spec(kernel_name)
+
+
+class GuardedExecute(Execute):
+    """nbgrader's Execute, with verdicts, limits and the tamper guard decided on the grader's side."""
+
+    sandbox = Bool(True, help="Run every submission in the grading sandbox (sandboxed_kernel.py); "
+                   "nbgrader_config.py turns it off where COURSE_GRADING_SANDBOX=0").tag(config=True)
+    rules = Dict(default_value={}, help="Assignment -> rules: [{'functions': [dotted names], 'message': "
+                 "what the rule asks}]; a forbidden function called from the student's code fails and is "
+                 "flagged").tag(config=True)
+    # Messages the grader's sockets queue before the kernel is made to wait: each is within the message limits
+    # (kernel_relay.py), so this bounds what a flooding kernel can make the grader hold.
+    receive_queue = 4
+
+    # --- the notebook -------------------------------------------------------------------------------
+
+    def preprocess(self, nb, resources, km=None):
+        self._sockets = None
+        self._relay = self._context = None
+        self._died_in = None
+        self._kernel_id = None
+        self._deadline = time.monotonic() + value("COURSE_GRADING_NOTEBOOK_TIMEOUT")
+        self.timeout_func = self.cell_timeout
+        self._notebook_bytes = 0
+        self.verdict = Verdict(hidden_lines(nb), self.ask_guard)
+        self._assignment = resources.get("nbgrader", {}).get("assignment", "")
+        # The cells whose code may call what a rule forbids (as a reference), by the name the kernel
+        # compiles them under (ipykernel names a cell's code after a hash of its source).
+        from ipykernel.compiler import get_tmp_hash_seed, murmur2_x86
+
+        self._grader_cells = [murmur2_x86(cell.source, get_tmp_hash_seed()) for cell in nb.cells
+                              if cell.cell_type == "code" and (is_test(cell) or nbgrader_record(cell).get("locked"))]
+        for flag in notebook_flags(nb):          # recorded while sanitizing, before this stage
+            add_flag(resources, flag)
+        try:
+            nb, resources = super().preprocess(nb, resources, km)
+        except Exception:
+            if not self._died_in:
+                raise
+            # Shutting down a kernel that already died may fail; the notebook is complete regardless.
+        finally:
+            self.release_cgroup(resources)
+            if self._relay:
+                self._relay.close()
+                self.flag_dropped_messages(resources, "a cell")
+                self._relay = None
+            if self._context:                    # the client's sockets are closed by now
+                self._context.destroy(linger=0)
+                self._context = None
+            if self._sockets:                    # the kernel has stopped: its sockets' folder goes too
+                shutil.rmtree(self._sockets, ignore_errors=True)
+                self._sockets = None
+        for cell in nb.cells:
+            if any(out.get("ename") == "CellTimeoutError" for out in cell.get("outputs", [])):
+                add_flag(resources, f"timeout in {grade_id(cell) or 'an ungraded cell'}")
+        if self._died_in:
+            add_flag(resources, f"kernel died in {self._died_in}")
+        return nb, resources
+
+    def create_kernel_manager(self):
+        """The sandbox's kernel (whatever kernelspec the notebook names), talking over Unix sockets, since
+        the sandbox has no network, in a folder made for this kernel and removed when it stops (preprocess)."""
+        if not self.sandbox:
+            return super().create_kernel_manager()
+        self._sockets = tempfile.mkdtemp(prefix="course-grading-")
+        try:
+            course = course_directory(self).root
+        except RuntimeError:                     # run on its own (the tests), not by an nbgrader converter
+            course = ""
+        specs = SandboxKernelSpecs(parent=self, course=course)
+        self.km = self.kernel_manager_class(
+            kernel_name=grading_environment.KERNEL_NAME, kernel_spec_manager=specs,
+            transport="ipc", ip=str(Path(self._sockets) / "kernel"), config=self.config)
+        return self.km
+
+    async def async_start_new_kernel_client(self):
+        """The client talks to the kernel through the relay that bounds every message (kernel_relay.py), on
+        sockets that queue few of them: a flood is dropped before the grader holds it."""
+        import zmq
+        import zmq.asyncio
+
+        self._relay = KernelRelay(self.km.get_connection_info(), int(value("COURSE_GRADING_MESSAGE_MB") * 2**20),
+                                  int(value("COURSE_GRADING_MESSAGE_PARTS")))
+        self._context = context = zmq.asyncio.Context()
+        context.setsockopt(zmq.MAXMSGSIZE, int(value("COURSE_GRADING_MESSAGE_MB") * 2**20))
+        context.setsockopt(zmq.RCVHWM, self.receive_queue)
+        # nbclient asks the kernel manager for a client without arguments; the manager's own client() takes
+        # connection overrides, which send this one through the relay.
+        client_of_manager = self.km.client
+        self.km.client = lambda **kwargs: client_of_manager(**{**self._relay.client_connection,
+                                                               "context": context, **kwargs})
+        client = await super().async_start_new_kernel_client()
+        self._kernel_id = Path(self.km.connection_file).stem
+        return client
+
+    # nbclient binds the synchronous name to its own coroutine, so it is bound again to ours.
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
+
+    def release_cgroup(self, resources) -> None:
+        """Read what the submission's cgroup saw, then make sure nothing of it survives."""
+        group = cgroups.find(self._kernel_id) if self._kernel_id else None
+        if group is None:
+            self.log.warning("no cgroup for kernel %s (limits were per process)", self._kernel_id)
+            if self.sandbox and self._kernel_id:     # COURSE_GRADING_CGROUPS=optional let the kernel start
+                add_flag(resources, "limits per process only: no cgroup could be created for this submission")
+            return
+        events = group.events()
+        group.remove()
+        self.log.info("cgroup of kernel %s: %s", self._kernel_id, events)
+        if events["oom_kill"]:
+            add_flag(resources, f"memory limit reached ({value('COURSE_GRADING_MEMORY_GB'):g} GB for the whole "
+                                "submission): a process was killed")
+        if events["pids_max"]:
+            add_flag(resources, f"process limit reached ({value('COURSE_GRADING_PROCESSES'):g} processes and "
+                                "threads): a new one was refused")
+
+    def cell_timeout(self, cell) -> int:
+        """A cell's time limit (nbclient's `timeout_func` hook): its own, cut to what the notebook has left,
+        rounded up, so that a cell stopped by it ends past the deadline and the next cell is not started."""
+        remaining = max(1, math.ceil(self._deadline - time.monotonic()))
+        return remaining if not self.timeout or self.timeout < 0 else min(self.timeout, remaining)
+
+    # --- one cell -----------------------------------------------------------------------------------
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type != "code":
+            return cell, resources
+        if self._died_in:
+            cell.outputs = [error_output("KernelDied", f"not run: the kernel died earlier, in {self._died_in}")]
+            return cell, resources
+        if time.monotonic() >= self._deadline:
+            add_flag(resources, f"notebook time limit reached ({value('COURSE_GRADING_NOTEBOOK_TIMEOUT'):g} s)")
+            cell.outputs = [error_output("NotebookTimeLimit", "not run: the notebook used up its time limit")]
+            return cell, resources
+        self._cell_bytes, self._cell_truncated = 0, False
+        try:
+            if self.verdict.baseline is None:
+                self.verdict.baseline = self.ask_guard(setup=True)
+            cell, resources = super().preprocess_cell(cell, resources, index)
+            self.flag_dropped_messages(resources, grade_id(cell) or "an ungraded cell", cell)
+            self.verdict.withhold_quotations(cell, resources)
+            self.verdict.flag_limits_and_rules(cell, resources)
+            if is_test(cell):
+                self.verdict.judge(cell, resources)
+        except (DeadKernelError, CellTimeoutError, TimeoutError) as error:
+            # A dead kernel, or one too broken to answer (for example after patching builtins).
+            self._died_in = grade_id(cell) or f"cell {index}"
+            cause = "stopped responding" if isinstance(error, TimeoutError) else "died"
+            if self.flag_dropped_messages(resources, self._died_in, cell):
+                # The grader was still reading past the dropped messages when it stopped waiting.
+                reason = "while it flooded the grader with messages over the limits"
+            else:
+                reason = ("(for example os._exit, a crash in native code, or the grader's memory or CPU-time "
+                          "limit)")
+            cell.outputs.append(error_output(
+                "KernelDied", f"the Python kernel {cause} while running this cell {reason}; later cells were not run"))
+            return cell, resources
+        return cell, resources
+
+    def flag_dropped_messages(self, resources, where: str, cell=None) -> bool:
+        """Say so when the relay dropped messages over the limits: a flag, and a note in the cell."""
+        dropped = self._relay.dropped() if self._relay else 0
+        if not dropped:
+            return False
+        text = (f"the kernel sent {dropped} message(s) of more than {value('COURSE_GRADING_MESSAGE_PARTS'):g} parts "
+                f"or {value('COURSE_GRADING_MESSAGE_MB'):g} MB; the grader dropped them as they came in")
+        add_flag(resources, f"message limit reached in {where}: {text}")
+        if cell is not None:
+            cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=f"\n[{text}]\n"))
+        return True
+
+    def ask_guard(self, setup: bool = False):
+        """Ask the guard in the kernel (kernel_startup.py) for its fingerprint; None if it cannot answer."""
+        if setup:
+            rules = self.rules.get(self._assignment, [])
+            expression = f"__import__('sys').modules['_course_guard'].setup({rules!r}, {self._grader_cells!r})"
+        else:
+            expression = "__import__('sys').modules['_course_guard'].report()"
+        msg_id = self.kc.execute("", silent=True, store_history=False, user_expressions={"guard": expression})
+        reply = self.wait_for_reply(msg_id)
+        result = (reply or {}).get("content", {}).get("user_expressions", {}).get("guard", {})
+        if result.get("status") != "ok":
+            return None
+        try:
+            return ast.literal_eval(result["data"]["text/plain"])
+        except (ValueError, SyntaxError, KeyError, MemoryError, RecursionError):
+            return None
+
+    # --- outputs --------------------------------------------------------------------------------------
+
+    def output(self, outs, msg, display_id, cell_index):
+        """Keep at most the cell's and the notebook's share of output; errors are always kept (short)."""
+        out = super().output(outs, msg, display_id, cell_index)
+        if out is None:
+            return out
+        if out.output_type == "error":
+            out.evalue = str(out.get("evalue", ""))[:2000]
+            out.traceback = [line[:2000] for line in out.get("traceback", [])[:50]]
+            return out
+        size = len(output_text(out).encode())
+        cell_limit = value("COURSE_GRADING_OUTPUT_CELL_KB") * 2**10
+        notebook_limit = value("COURSE_GRADING_OUTPUT_NOTEBOOK_MB") * 2**20
+        if self._cell_bytes + size > cell_limit or self._notebook_bytes + size > notebook_limit:
+            outs.remove(out)
+            if not self._cell_truncated:
+                self._cell_truncated = True
+                outs.append(NotebookNode(output_type="stream", name="stdout", text=(
+                    f"\n[output truncated by the grader: a cell keeps {cell_limit / 2**10:g} KB and a notebook "
+                    f"{notebook_limit / 2**20:g} MB of output]\n")))
+            return None
+        self._cell_bytes += size
+        self._notebook_bytes += size
+        return out
+
+    def handle_comm_msg(self, outs, msg, cell_index):
+        """Widgets are not graded, and an Output widget could capture a test cell's outputs."""
+
+    def process_message(self, msg, cell, cell_index):
+        if msg.get("msg_type") == "update_display_data":
+            return None              # rewriting an earlier output (for example a test cell's) is not allowed
+        return super().process_message(msg, cell, cell_index)
