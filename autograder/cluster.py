@@ -6,7 +6,8 @@ worker process per core) starts its workers with the grading environment in thei
 limits' variables, the kernels' thread count, this virtual environment first on PATH) and sends their output
 to the course's log (WorkerLog). A running cluster (`--scheduler`) gets the same through worker plugins
 registered for the run and removed after it: CourseCode puts this grading package on machines that have only
-the pinned environment, GradingEnvironment sets the variables while the run lasts.
+the pinned environment (its folder stays on the worker, off the import path), GradingEnvironment sets the
+variables while the run lasts. Both have fixed names: grade one run at a time on a cluster.
 """
 
 from __future__ import annotations
@@ -73,26 +74,37 @@ class GradingEnvironment(WorkerPlugin):
                 os.environ[name] = value
 
 
+def package_files() -> list[Path]:
+    """The grading package's code, by an allow-list: its modules and the sandbox's stand-in for the reference
+    module. The package folder is also the course's autograder/ folder, where students' hand-ins, graded
+    notebooks and the exchange live: none of that is code, and none of it may leave the instructor's machine."""
+    modules = [path for path in PACKAGE.glob("*.py") if path.name not in CONFIGURATION_FILES]
+    return sorted([*modules, *(PACKAGE / "sandbox_stubs").rglob("*.py")])
+
+
 class CourseCode(WorkerPlugin):
     """This grading package, unpacked on each worker of a running cluster into the worker's own folder and put
     first on its import path: the machines need only the pinned environment, and every worker grades with
-    the client's code. A new version of the code replaces any the worker imported for an earlier run."""
+    the client's code. A new version of the code replaces any the worker imported for an earlier run; the
+    run's end takes the folder off the import path again."""
 
     name = "course-grading-code"
 
     def __init__(self):
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w") as zipped:
-            for path in sorted(PACKAGE.rglob("*.py")):
-                relative = path.relative_to(PACKAGE)
-                if relative.parts[0] in ("catalog", "__pycache__") or relative.name in CONFIGURATION_FILES:
-                    continue
-                zipped.writestr(str(Path(PACKAGE.name) / relative), path.read_bytes())
+            for path in package_files():
+                # A fixed date: the same code, the same bytes, the same digest (and folder) on the workers.
+                entry = zipfile.ZipInfo(str(Path(PACKAGE.name) / path.relative_to(PACKAGE)), (1980, 1, 1, 0, 0, 0))
+                zipped.writestr(entry, path.read_bytes())
         self.data = buffer.getvalue()
         self.digest = hashlib.sha256(self.data).hexdigest()[:16]
 
+    def folder(self, worker) -> Path:
+        return Path(worker.local_directory) / f"course-grading-code-{self.digest}"
+
     def setup(self, worker) -> None:
-        folder = Path(worker.local_directory) / f"course-grading-code-{self.digest}"
+        folder = self.folder(worker)
         if not (folder / PACKAGE.name).is_dir():
             with zipfile.ZipFile(io.BytesIO(self.data)) as zipped:
                 zipped.extractall(folder)
@@ -101,6 +113,11 @@ class CourseCode(WorkerPlugin):
         for name in [name for name in sys.modules if name == PACKAGE.name or name.startswith(PACKAGE.name + ".")]:
             if not str(getattr(sys.modules[name], "__file__", "") or "").startswith(str(folder)):
                 del sys.modules[name]
+
+    def teardown(self, worker) -> None:
+        folder = str(self.folder(worker))
+        if folder in sys.path:
+            sys.path.remove(folder)
 
 
 @contextmanager

@@ -10,7 +10,7 @@ are the only list of settings): they can also be set in `autograder/nbgrader_con
 `c.ClassGrader.workers = 4`; `--help-all` lists them. The instructors' command, the test suite, the
 mutation report and the benchmarks all grade through it (`grade_class(root, assignments, **settings)`).
 
-Run it from the repository root; it grades the course this package belongs to (`--course ROOT` for another copy):
+Run it from the repository root; it grades the course of this checkout (`--course ROOT` for another copy):
 submissions in `autograder/submitted/<student>/<assignment>/`, results into the course's gradebook (any
 `db_url` nbgrader accepts: the SQLite file, or a shared PostgreSQL server), `autograder/autograded/` and
 (with `generate_feedback` afterwards) `autograder/feedback/`, exactly where `nbgrader autograde` puts them.
@@ -111,10 +111,17 @@ class ClassGrader(LoggingConfigurable):
             prepare_gradebook(course, sorted({unit.student for unit in units}))
             kit = build_kit(course, sorted({unit.assignment for unit in units}))
             timeout = unit_timeout(course)
-            # What the workers' environment gets: the caller's variables, and (on a local cluster, whose cores
-            # this run shares out) the kernels' thread count and this virtual environment first on PATH.
-            environment = dict(self.env) if scheduler else {
-                name: value for name, value in tool_env(self.env, threads).items() if os.environ.get(name) != value}
+            # What the workers' environment gets on top of their own: the grading's variables (the limits set in
+            # this shell, which a local cluster's workers inherit and a running cluster's do not, and the
+            # caller's `env`), and on a local cluster, whose cores this run shares out, the kernels' thread count,
+            # this virtual environment first on PATH and Dask's usual memory trimming.
+            if scheduler:
+                environment = {**{name: text for name, text in os.environ.items() if name.startswith("COURSE_GRADING_")},
+                               **self.env}
+            else:
+                environment = {name: text for name, text in tool_env(self.env, threads).items()
+                               if os.environ.get(name) != text}
+                environment.setdefault("MALLOC_TRIM_THRESHOLD_", "65536")
             with cluster_client(scheduler, workers, environment, log_path(course)) as client:
                 if scheduler:
                     workers, threads = worker_count(client), None        # each worker's machine decides
@@ -203,7 +210,12 @@ def grade_class(root: Path, assignments: list[str], **settings) -> dict:
     """Grade every submission of `assignments` in the course at `root` that is not graded yet and return a
     summary; `settings` are ClassGrader's traits (workers, force, students, scheduler, progress, worker_wait,
     env). A run that loses every worker for `worker_wait` seconds raises NoWorkerLeft (what was graded by
-    then is kept). A setting given as None keeps its default."""
+    then is kept). A setting given as None keeps its default. The course's nbgrader_config.py is not read
+    here (the command reads it): pass what it would set."""
+    unknown = sorted(set(settings) - set(ClassGrader.class_trait_names(config=True)))
+    if unknown:
+        raise TypeError(f"grade_class() has no setting {', '.join(unknown)}; ClassGrader's are "
+                        f"{', '.join(sorted(ClassGrader.class_trait_names(config=True)))}")
     settings = {name: value for name, value in settings.items() if value is not None}
     return ClassGrader(course_root=str(root), **settings).grade(assignments)
 

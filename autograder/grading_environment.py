@@ -114,8 +114,8 @@ def cgroups_required() -> bool:
 # The kernel every submission runs in, as a Jupyter kernelspec. It is not installed anywhere: the grader
 # hands it to the kernel manager (guarded_execute.SandboxKernelSpecs), with {resource_dir} this package's
 # folder and the graded course's root added as the launcher's second argument (the launcher hides it), so
-# nothing is written to disk. The launcher runs as a script: its own folder, never the submission's, is
-# first on its sys.path.
+# nothing is written to disk. The launcher runs as a script, loading its own package from the folder it lies
+# in; the submission's folder is never on its import path.
 KERNEL_NAME = "course-sandbox"
 KERNELSPEC = {
     "argv": ["python", "{resource_dir}/sandboxed_kernel.py", "{connection_file}"],
@@ -162,8 +162,9 @@ def readable_paths() -> list[str]:
 
 def never_readable(course: Path | None) -> list[str]:
     """Folders that stay empty in the kernel even where one lies inside a readable path (a course kept under
-    /usr/local, say): the graded course (its gradebook, masters and submissions), the checkout the grading
-    code comes from (its .git, its masters) and the homes. Only the Python environment is mounted back
+    /usr/local, say): the graded course (its gradebook, masters and submissions), the checkout the course's
+    reference module is installed from (with `make`, the grading package's too: its .git, its masters) and the
+    homes. Only the Python environment is mounted back
     inside them."""
     import importlib.util
 

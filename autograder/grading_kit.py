@@ -24,8 +24,8 @@ from pathlib import Path
 from autograder import CONFIGURATION_FILES
 
 KIT_GRADEBOOK = "kit-gradebook.db"         # in the kit's autograder/ folder
-# The files that describe a course to nbgrader (read by traitlets, no modules), as the kit carries them.
-CONFIGURATION = "nbgrader_config"           # the worker loads autograder/nbgrader_config.py by this name
+# The kit carries the course's CONFIGURATION_FILES; the worker loads autograder/nbgrader_config.py by this name.
+CONFIGURATION = "nbgrader_config"
 
 
 # --- the kit -----------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from autograder.grading_kit import (
 LOCAL_GRADEBOOK = "worker-gradebook.db"
 
 _lock = threading.Lock()
-_apps: dict[str, object] = {}                # kit folder -> a configured AutogradeApp
+_apps: dict[tuple, object] = {}              # (kit folder, grading variables) -> a configured AutogradeApp
 
 
 @dataclass
@@ -62,20 +62,29 @@ def worker_name() -> str:
 
 
 def load_app(root: Path):
-    """nbgrader's AutogradeApp with the kit's configuration, loaded once per kit, from the kit's
-    nbgrader_config.py by its path (not from the current folder, as the nbgrader command would)."""
-    if str(root) in _apps:
-        return _apps[str(root)]
+    """nbgrader's AutogradeApp with the kit's configuration, loaded once per kit and grading environment (the
+    configuration reads the limits and the sandbox setting when it loads), from the kit's nbgrader_config.py by
+    its path (not from the current folder, as the nbgrader command would)."""
+    variables = sorted((name, text) for name, text in os.environ.items() if name.startswith("COURSE_GRADING_"))
+    key = (str(root), tuple(variables))
+    if key in _apps:
+        return _apps[key]
     from nbgrader.apps.autogradeapp import AutogradeApp
 
-    app = AutogradeApp(config_file=str(root / "autograder" / CONFIGURATION))
-    app.load_cwd_config = False
+    class KitAutograde(AutogradeApp):
+        load_cwd_config = False          # the kit's configuration only, by its path
+
+        def init_syspath(self) -> None:
+            """nbgrader puts the current folder on sys.path for plugins kept beside the configuration; the
+            kit's plugins are this package, so the worker's import path stays as it is."""
+
+    app = KitAutograde(config_file=str(root / "autograder" / CONFIGURATION))
     app.initialize([])
     # Once the last cell has run, every output is in the notebook: stop the kernel at once.
     app.config.Execute.shutdown_kernel = "immediate"
     # Grades go to this worker's own gradebook; the client copies them into the course's.
     app.coursedir.db_url = f"sqlite:///{root / 'autograder' / LOCAL_GRADEBOOK}"
-    _apps[str(root)] = app
+    _apps[key] = app
     return app
 
 

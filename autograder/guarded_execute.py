@@ -69,6 +69,7 @@ class GuardedExecute(Execute):
         self._sockets = None
         self._relay = self._context = None
         self._died_in = None
+        self._cell = None
         self._kernel_id = None
         self._deadline = time.monotonic() + value("COURSE_GRADING_NOTEBOOK_TIMEOUT")
         self.timeout_func = self.cell_timeout
@@ -184,6 +185,7 @@ class GuardedExecute(Execute):
             cell.outputs = [error_output("NotebookTimeLimit", "not run: the notebook used up its time limit")]
             return cell, resources
         self._cell_bytes, self._cell_truncated = 0, False
+        self._cell = cell                # the guard's answers wait no longer than this cell may (cell_timeout)
         try:
             if self.verdict.baseline is None:
                 self.verdict.baseline = self.ask_guard(setup=True)
@@ -228,7 +230,7 @@ class GuardedExecute(Execute):
         else:
             expression = "__import__('sys').modules['_course_guard'].report()"
         msg_id = self.kc.execute("", silent=True, store_history=False, user_expressions={"guard": expression})
-        reply = self.wait_for_reply(msg_id)
+        reply = self.wait_for_reply(msg_id, self._cell)
         result = (reply or {}).get("content", {}).get("user_expressions", {}).get("guard", {})
         if result.get("status") != "ok":
             return None

@@ -29,7 +29,7 @@ What the kernel gets, and why:
   per-process rlimits as a backstop.
 
 What is readable and which environment variables pass are declared in
-grading_environment.py, for the course this file belongs to; this launcher applies them.
+grading_environment.py; this launcher applies them.
 
 `check()` starts a trivial sandbox with the same options; nbgrader_config.py calls it so that grading
 refuses with a clear message where bubblewrap cannot start (for example in a container that blocks
@@ -47,11 +47,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-if __name__ == "__main__":
-    # Run as a script (the kernelspec's argv), Python puts this file's folder first on sys.path; its package's
-    # parent goes there instead, so the launcher runs the same copy of the package as the grader that chose
-    # it (on a cluster's worker, the one cluster.CourseCode unpacked), whatever else is installed.
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+if __name__ == "__main__" and "autograder" not in sys.modules:
+    # Run as a script (the kernelspec's argv): the package this file lies in is loaded from here, so the
+    # launcher runs the same copy as the grader that chose it (on a cluster's worker, the one
+    # cluster.CourseCode unpacked), whatever else is installed. Python put this file's folder first on
+    # sys.path; it is taken off, so that every other import (gptcourse, found to be stubbed) resolves as
+    # the kernel's will.
+    _here = Path(__file__).resolve().parent
+    _spec = importlib.util.spec_from_file_location("autograder", _here / "__init__.py",
+                                                   submodule_search_locations=[str(_here)])
+    sys.modules["autograder"] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(sys.modules["autograder"])
+    if sys.path and os.path.realpath(sys.path[0]) == str(_here):
+        del sys.path[0]
 
 from autograder import cgroups, grading_environment  # noqa: E402
 from autograder.grading_environment import value  # noqa: E402

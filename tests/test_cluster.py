@@ -1,7 +1,8 @@
 """Grading a class on a real Dask cluster: `dask scheduler` and two `dask worker` processes over TCP.
 
-The workers run from an empty folder with the pinned environment and nothing of the course on their path,
-as on a lab machine: the kit and the task bring everything. The class mixes known submissions of the
+The workers run from an empty folder, as on a lab machine: the grading package reaches them through a worker
+plugin (they could import the checkout's too, since they share this environment; a test checks they do not),
+the kit and the task bring the rest. The class mixes known submissions of the
 cheapest assignment (those stock nbgrader grades for comparison: the master, the release, a catalog bug and
 an alternative) with hostile ones from the robustness suite. One worker is killed (the whole `dask worker` process group, nanny included) once
 the first result is in: the run still grades every submission exactly once, and the grades, comments and
@@ -140,6 +141,26 @@ def test_the_cluster_grades_every_submission_exactly_once_though_a_worker_died(c
     with Gradebook(Course(root).db_url) as gradebook:
         submissions = [s.student.id for s in gradebook.assignment_submissions(A)]
     assert sorted(submissions) == graded
+
+
+def test_the_workers_grade_with_the_package_the_client_sent(cluster, cluster_class):
+    """A running cluster's machines need only the pinned environment: each worker grades with the copy of the
+    grading package that cluster.CourseCode unpacked into its own folder, not with one it had installed
+    (here the workers could import the checkout's: they share the test's environment)."""
+    from distributed import Client
+
+    def code_location(dask_worker) -> tuple[str | None, str]:
+        """Where the worker's grading package was imported from, and the worker's own folder (defined here, so
+        that it travels by value: the workers cannot import the tests)."""
+        import sys
+
+        return getattr(sys.modules.get("autograder"), "__file__", None), str(dask_worker.local_directory)
+
+    with Client(cluster.address) as client:
+        places = client.run(code_location)
+    assert places, "no worker left to ask"
+    for imported, folder in places.values():
+        assert imported is not None and imported.startswith(folder), (imported, folder)
 
 
 def test_the_cluster_gives_the_grades_comments_and_feedback_of_the_local_engine(cluster_class, graded):

@@ -131,3 +131,24 @@ def test_the_notebook_time_limit_cuts_the_running_cell_short_and_skips_the_rest(
     assert time.monotonic() - started < 60, f"the sleeping cell ran past the notebook's time limit: {seen}"
     assert [output.get("ename") for output in nb.cells[1].outputs] == ["NotebookTimeLimit"], seen
     assert any(flag.startswith("notebook time limit reached") for flag in resources[FLAGS]), seen
+
+
+@pytest.mark.quick
+def test_the_code_sent_to_a_remote_cluster_is_the_package_and_nothing_of_the_course(tmp_path, monkeypatch):
+    """cluster.CourseCode packs the grading package by an allow-list: the package folder is also the course's
+    autograder/ folder, and a student's hand-in (a .py file in submitted/), a graded notebook's folder or
+    the catalog never leave the instructor's machine. The same code packs into the same bytes."""
+    import io
+    import zipfile
+
+    from autograder import cluster
+
+    for name in ["intake.py", "nbgrader_config.py", "course_directory.py", "submitted/ada/01-layernorm/evil.py",
+                 "autograded/ada/01-layernorm/helper.py", "catalog/generate.py", "sandbox_stubs/gptcourse/__init__.py"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x = 1\n")
+    monkeypatch.setattr(cluster, "PACKAGE", tmp_path)
+    packed = cluster.CourseCode()
+    names = zipfile.ZipFile(io.BytesIO(packed.data)).namelist()
+    assert names == [f"{tmp_path.name}/intake.py", f"{tmp_path.name}/sandbox_stubs/gptcourse/__init__.py"]
+    assert cluster.CourseCode().digest == packed.digest

@@ -151,10 +151,9 @@ def tool_env(extra: dict[str, str] | None = None, threads: int | None = None,
     environment's bin first on PATH (nbgrader calls `alembic` from PATH), and the thread count when the
     caller shares the cores out. A new dict; the calling process's environment is left as it is.
 
-    The thread count goes into every variable a numerical library reads, not OMP_NUM_THREADS alone: while
-    a local Dask cluster runs, its nannies have put MKL_NUM_THREADS=1 (and OPENBLAS_NUM_THREADS=1) into
-    this process's environment, and PyTorch lets MKL_NUM_THREADS win (a lesson asked for two threads,
-    started from the tests' background thread meanwhile, ran on one)."""
+    The thread count goes into every variable a numerical library reads, not OMP_NUM_THREADS alone: PyTorch
+    lets MKL_NUM_THREADS win over OMP_NUM_THREADS, so a stray MKL_NUM_THREADS=1 in this process's environment
+    (Dask's nannies once put one there while a local cluster ran) would make a kernel run on one thread."""
     env = {**(os.environ if base is None else base), **(extra or {})}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     if threads:
