@@ -57,6 +57,7 @@ from traitlets.config import Application, LoggingConfigurable
 
 from autograder.class_plan import Unit, plan, unit_timeout, unreadable_timestamp
 from autograder.cluster import NoWorkerLeft, as_finished, cluster_client, worker_count
+from autograder.grading_environment import ORIGINAL_COURSE_VARIABLE
 from autograder.grading_kit import build_kit, handed_in_files, kit_contents, prepare_gradebook, record
 from autograder.grading_worker import Outcome, grade_submission
 from tools.course import REPO, Course, kernel_threads, tool_env, venv_on_path
@@ -115,11 +116,13 @@ class ClassGrader(LoggingConfigurable):
             # this shell, which a local cluster's workers inherit and a running cluster's do not, and the
             # caller's `env`), and on a local cluster, whose cores this run shares out, the kernels' thread count,
             # this virtual environment first on PATH and Dask's usual memory trimming.
+            # The workers grade a copy of the course; the sandbox hides the instructor's own too.
+            grading_env = {**self.env, ORIGINAL_COURSE_VARIABLE: str(course.root)}
             if scheduler:
                 environment = {**{name: text for name, text in os.environ.items() if name.startswith("COURSE_GRADING_")},
-                               **self.env}
+                               **grading_env}
             else:
-                environment = {name: text for name, text in tool_env(self.env, threads).items()
+                environment = {name: text for name, text in tool_env(grading_env, threads).items()
                                if os.environ.get(name) != text}
                 environment.setdefault("MALLOC_TRIM_THRESHOLD_", "65536")
             with cluster_client(scheduler, workers, environment, log_path(course)) as client:

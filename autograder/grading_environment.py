@@ -160,15 +160,20 @@ def readable_paths() -> list[str]:
     return [str(PACKAGE / STARTUP_FILE), str(PACKAGE / Path(__file__).name)]
 
 
-def never_readable(course: Path | None) -> list[str]:
+# Set by the class grader on its workers, which grade a copy of the course: the instructor's own course folder,
+# which the sandbox hides as well (guarded_execute.hidden_courses).
+ORIGINAL_COURSE_VARIABLE = "COURSE_GRADING_ORIGINAL_COURSE"
+
+
+def never_readable(courses: list[str]) -> list[str]:
     """Folders that stay empty in the kernel even where one lies inside a readable path (a course kept under
-    /usr/local, say): the graded course (its gradebook, masters and submissions), the checkout the course's
-    reference module is installed from (with `make`, the grading package's too: its .git, its masters) and the
-    homes. Only the Python environment is mounted back
-    inside them."""
+    /usr/local, say): the `courses` (the graded one and, under the class grader, the instructor's original:
+    their gradebooks, masters and submissions), the checkout the course's reference module is installed from
+    (with `make`, the grading package's too: its .git, its masters) and the homes. Only the Python environment
+    is mounted back inside them."""
     import importlib.util
 
-    paths = [str(Path(course).resolve())] if course else []
+    paths = [str(Path(course).resolve()) for course in courses]
     reference = importlib.util.find_spec("gptcourse")
     if reference is not None and reference.submodule_search_locations:
         paths.append(str(Path(list(reference.submodule_search_locations)[0]).resolve().parent))

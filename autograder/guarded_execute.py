@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import math
+import os
 import shutil
 import tempfile
 import time
@@ -23,7 +24,7 @@ from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Dict, Unicode
+from traitlets import Bool, Dict, List, Unicode
 
 from autograder import cgroups, grading_environment
 from autograder.cells import add_flag, course_directory, error_output, grade_id, is_test, nbgrader_record, \
@@ -36,17 +37,29 @@ from autograder.withhold import hidden_lines
 HERE = Path(__file__).resolve().parent
 
 
+def hidden_courses(preprocessor) -> list[str]:
+    """The courses a grading kernel must not see: the one nbgrader is grading (its CourseDirectory; none when
+    the executor runs on its own, as in the tests) and, on a class grader's worker, which grades a copy of
+    it, the instructor's own (grading_environment.ORIGINAL_COURSE_VARIABLE)."""
+    try:
+        courses = [course_directory(preprocessor).root]
+    except RuntimeError:
+        courses = []
+    original = os.environ.get(grading_environment.ORIGINAL_COURSE_VARIABLE, "")
+    return [course for course in [*courses, original] if course]
+
+
 class SandboxKernelSpecs(KernelSpecManager):
     """Jupyter's kernelspecs, plus the grading sandbox's (grading_environment.KERNELSPEC). That one is
     declared, not installed: its {resource_dir} is this package's folder, and the launcher is told the
-    graded course's root (to hide it), so no kernelspec is written anywhere."""
+    courses to hide (hidden_courses), so no kernelspec is written anywhere."""
 
-    course = Unicode("", help="the graded course's root folder, hidden in the sandbox ('' outside nbgrader)")
+    courses = List(Unicode(), help="the course folders the sandbox hides (none outside nbgrader)")
 
     def get_kernel_spec(self, kernel_name):
         if kernel_name == grading_environment.KERNEL_NAME:
             spec = dict(grading_environment.KERNELSPEC)
-            spec["argv"] = [*spec["argv"], self.course]
+            spec["argv"] = [*spec["argv"], os.pathsep.join(self.courses)]
             return self.kernel_spec_class(resource_dir=str(HERE), name=kernel_name, **spec)
         return super().get_kernel_spec(kernel_name)
 
@@ -115,11 +128,7 @@ class GuardedExecute(Execute):
         if not self.sandbox:
             return super().create_kernel_manager()
         self._sockets = tempfile.mkdtemp(prefix="course-grading-")
-        try:
-            course = course_directory(self).root
-        except RuntimeError:                     # run on its own (the tests), not by an nbgrader converter
-            course = ""
-        specs = SandboxKernelSpecs(parent=self, course=course)
+        specs = SandboxKernelSpecs(parent=self, courses=hidden_courses(self))
         self.km = self.kernel_manager_class(
             kernel_name=grading_environment.KERNEL_NAME, kernel_spec_manager=specs,
             transport="ipc", ip=str(Path(self._sockets) / "kernel"), config=self.config)

@@ -1,6 +1,8 @@
 """Start a grading kernel inside a bubblewrap sandbox (the kernelspec declared in grading_environment.py).
 
-    python sandboxed_kernel.py CONNECTION_FILE COURSE_ROOT [IPYKERNEL ARGUMENTS...]
+    python sandboxed_kernel.py CONNECTION_FILE COURSES [IPYKERNEL ARGUMENTS...]
+
+COURSES: the course folders to hide, joined by os.pathsep (guarded_execute.hidden_courses).
 
 What the kernel gets, and why:
 
@@ -72,10 +74,10 @@ NAMESPACES = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"
               "--new-session", "--die-with-parent", "--cap-drop", "ALL"]
 
 
-def masked_paths(course: str | None) -> list[str]:
+def masked_paths(courses: list[str]) -> list[str]:
     """The folders grading_environment.never_readable names that exist, resolved."""
     existing = []
-    for path in grading_environment.never_readable(course):
+    for path in grading_environment.never_readable(courses):
         real = os.path.realpath(path)
         if os.path.isdir(real) and real != "/" and real not in existing:
             existing.append(real)
@@ -141,7 +143,7 @@ def users() -> tuple[str, str]:
     return "\n".join(passwd) + "\n", "\n".join(group) + "\n"
 
 
-def base_argv(course: str | None = None) -> tuple[list[str], list[int]]:
+def base_argv(courses: list[str] | None = None) -> tuple[list[str], list[int]]:
     """The file system every sandbox gets, built from nothing (bwrap's root is an empty tmpfs): the system's
     programs and libraries and the Python environment read-only, private size-limited /tmp and /dev/shm,
     /dev and /proc; no other path of the machine exists in it. Returns bwrap's arguments and the file
@@ -163,7 +165,7 @@ def base_argv(course: str | None = None) -> tuple[list[str], list[int]]:
     # The Python environment wherever it lives, only its own folders (a venv inside the course's checkout
     # brings nothing else of the checkout); parents first, so a folder inside another is mounted over it.
     python = sorted(python_paths(), key=lambda p: p.count("/"))
-    masked = masked_paths(course)
+    masked = masked_paths(courses or [])
     for path in python:
         if not inside(path, [*python[:python.index(path)], *grading_environment.SYSTEM_PATHS]):
             argv += ["--ro-bind", path, path]
@@ -257,14 +259,15 @@ def link_sockets(connection: dict, info: int) -> None:
 
 
 def main(arguments: list[str]) -> None:
-    connection_file, course, kernel_arguments = os.path.abspath(arguments[0]), arguments[1], arguments[2:]
+    connection_file, kernel_arguments = os.path.abspath(arguments[0]), arguments[2:]
+    courses = [folder for folder in arguments[1].split(os.pathsep) if folder]      # the courses to hide
     connection = json.load(open(connection_file))
     memory = int(value("COURSE_GRADING_MEMORY_GB") * 2**30)
 
     group = cgroups.enter(Path(connection_file).stem, memory, int(value("COURSE_GRADING_PROCESSES")))
     set_rlimits(memory, group)
 
-    argv, fds = base_argv(course)
+    argv, fds = base_argv(courses)
     files, copied = copy_in(os.getcwd(), int(value("COURSE_GRADING_DISK_MB") * 2**20) // 2)
     argv += files
     fds += copied

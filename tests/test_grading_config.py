@@ -152,3 +152,19 @@ def test_the_code_sent_to_a_remote_cluster_is_the_package_and_nothing_of_the_cou
     names = zipfile.ZipFile(io.BytesIO(packed.data)).namelist()
     assert names == [f"{tmp_path.name}/intake.py", f"{tmp_path.name}/sandbox_stubs/gptcourse/__init__.py"]
     assert cluster.CourseCode().digest == packed.digest
+
+
+@pytest.mark.quick
+def test_a_class_graders_sandbox_hides_the_instructors_course_as_well_as_the_copy_it_grades(tmp_path, monkeypatch):
+    """A class grader's worker grades a copy of the course (its kit); the grading kernel's sandbox hides the
+    instructor's own course too, named by the class grader in ORIGINAL_COURSE_VARIABLE."""
+    from autograder import sandboxed_kernel
+    from autograder.grading_environment import ORIGINAL_COURSE_VARIABLE
+    from autograder.guarded_execute import GuardedExecute, hidden_courses
+
+    original, copy = tmp_path / "course", tmp_path / "worker" / "course"
+    original.mkdir()
+    copy.mkdir(parents=True)
+    monkeypatch.setenv(ORIGINAL_COURSE_VARIABLE, str(original))
+    assert hidden_courses(GuardedExecute()) == [str(original)]       # on its own: no course being graded
+    assert {str(original), str(copy)} <= set(sandboxed_kernel.masked_paths([str(copy), str(original)]))
