@@ -21,8 +21,8 @@ Which submissions need grading: class_plan.py. The client packs what workers nee
 course's nbgrader configuration, the masters and releases, the assignments' definitions), sends each task
 the student's files, and a worker grades them with nbgrader's own Autograde converter, exactly as `nbgrader
 autograde` does, in the bubblewrap sandbox (grading_worker.py). The workers' set-up (their environment,
-their log, this package on a remote machine) is cluster.py's. Workers share no file system with the client and write nothing of the course:
-this process is the only writer of the gradebook and of `autograded/`, so nothing needs merging and a
+their log, this package on a remote machine) is cluster.py's. Workers share no file system with the client
+and write nothing of the course: this process is the only writer of the gradebook and of `autograded/`, so nothing needs merging and a
 SQLite gradebook never sees two writers.
 
 Faults: a worker that dies mid-task (killed, out of memory, machine gone) loses nothing; the scheduler runs
@@ -57,7 +57,7 @@ from traitlets.config import Application, LoggingConfigurable
 
 from autograder.class_plan import Unit, plan, unit_timeout, unreadable_timestamp
 from autograder.cluster import NoWorkerLeft, as_finished, cluster_client, worker_count
-from autograder.grading_environment import ORIGINAL_COURSE_VARIABLE
+from autograder.grading_environment import ORIGINAL_COURSE_VARIABLE, grading_variables
 from autograder.grading_kit import build_kit, handed_in_files, kit_contents, prepare_gradebook, record
 from autograder.grading_worker import Outcome, grade_submission
 from tools.course import REPO, Course, kernel_threads, tool_env, venv_on_path
@@ -93,6 +93,18 @@ class ClassGrader(LoggingConfigurable):
         with venv_on_path():
             return self._grade(Course(Path(self.course_root)), list(assignments))
 
+    def worker_environment(self, course: Course, threads: int) -> dict[str, str]:
+        """What the workers' environment gets on top of their own: the grading's variables (the limits set in
+        this shell, which a local cluster's workers inherit and a running cluster's do not, and `env`), the
+        instructor's course, which the sandbox hides beside the copy a worker grades, and on a local cluster,
+        whose cores this run shares out, the kernels' thread count, this virtual environment first on PATH and
+        Dask's usual memory trimming."""
+        variables = {**grading_variables(), **self.env, ORIGINAL_COURSE_VARIABLE: str(course.root)}
+        if self.scheduler:
+            return variables
+        local = {name: text for name, text in tool_env(variables, threads).items() if os.environ.get(name) != text}
+        return {"MALLOC_TRIM_THRESHOLD_": "65536", **local}
+
     def _grade(self, course: Course, assignments: list[str]) -> dict:
         from distributed import KilledWorker, as_completed
         from tqdm import tqdm
@@ -112,19 +124,7 @@ class ClassGrader(LoggingConfigurable):
             prepare_gradebook(course, sorted({unit.student for unit in units}))
             kit = build_kit(course, sorted({unit.assignment for unit in units}))
             timeout = unit_timeout(course)
-            # What the workers' environment gets on top of their own: the grading's variables (the limits set in
-            # this shell, which a local cluster's workers inherit and a running cluster's do not, and the
-            # caller's `env`), and on a local cluster, whose cores this run shares out, the kernels' thread count,
-            # this virtual environment first on PATH and Dask's usual memory trimming.
-            # The workers grade a copy of the course; the sandbox hides the instructor's own too.
-            grading_env = {**self.env, ORIGINAL_COURSE_VARIABLE: str(course.root)}
-            if scheduler:
-                environment = {**{name: text for name, text in os.environ.items() if name.startswith("COURSE_GRADING_")},
-                               **grading_env}
-            else:
-                environment = {name: text for name, text in tool_env(grading_env, threads).items()
-                               if os.environ.get(name) != text}
-                environment.setdefault("MALLOC_TRIM_THRESHOLD_", "65536")
+            environment = self.worker_environment(course, threads)
             with cluster_client(scheduler, workers, environment, log_path(course)) as client:
                 if scheduler:
                     workers, threads = worker_count(client), None        # each worker's machine decides

@@ -73,6 +73,12 @@ LIMITS = [
           "hundreds of buffers would all be held by the grader"),
 ]
 BY_NAME = {limit.variable: limit for limit in LIMITS}
+PREFIX = "COURSE_GRADING_"          # every variable of the grading's, limits and settings alike
+
+
+def grading_variables() -> dict[str, str]:
+    """The grading's variables set in this process's environment (what a limit or setting was changed to)."""
+    return {name: text for name, text in os.environ.items() if name.startswith(PREFIX)}
 
 
 def value(variable: str) -> float:

@@ -25,6 +25,7 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from autograder.grading_environment import grading_variables
 from autograder.grading_kit import (
     CONFIGURATION, KIT_GRADEBOOK, SubmissionRows, read_folder, read_rows, unpack_kit, write_folder,
 )
@@ -65,8 +66,7 @@ def load_app(root: Path):
     """nbgrader's AutogradeApp with the kit's configuration, loaded once per kit and grading environment (the
     configuration reads the limits and the sandbox setting when it loads), from the kit's nbgrader_config.py by
     its path (not from the current folder, as the nbgrader command would)."""
-    variables = sorted((name, text) for name, text in os.environ.items() if name.startswith("COURSE_GRADING_"))
-    key = (str(root), tuple(variables))
+    key = (str(root), tuple(sorted(grading_variables().items())))
     if key in _apps:
         return _apps[key]
     from nbgrader.apps.autogradeapp import AutogradeApp

@@ -15,7 +15,6 @@ import pytest
 
 from autograder import grading_environment
 from tools import grading
-from tools.course import COURSE
 
 
 @pytest.mark.quick
