@@ -21,6 +21,9 @@ executed notebooks run last, then those that read the site, so they rarely wait.
 lesson another way (lessons 7 and 8 on two threads) names its run with
 `pytest.mark.rerun.with_args(FUNCTION)` and reads it from the `rerun` fixture: the background thread makes that run after the site, while the grading
 tests still run, instead of at the end of the session, where one kernel on its own leaves a core idle.
+A job on the built site (the browser's tour of every page) is named the same way, by
+`pytest.mark.after_site.with_args(FUNCTION)` on the tests that read it: the background thread runs
+FUNCTION(html folder) as soon as the site is built, and `after_site_result` hands its result over.
 `--lessons-inline` turns all of this off.
 Lessons execute through the build's execution cache (tools/cache.py, `_build/.jupyter_cache`: the only
 thing a test writes outside its temporary folders, besides the review material in `_build/test-output`),
@@ -95,9 +98,11 @@ def pytest_collection_finish(session):
         # One kernel at a time beside grading, which takes both cores in bursts; both cores when nothing
         # else runs (one lesson's tests, or the site's).
         beside_grading = any(item.get_closest_marker(name) for item in session.items for name in ("grading", "lab"))
-        reruns = list(dict.fromkeys(mark.args[0] for item in session.items for mark in item.iter_markers("rerun")))
+        def jobs(marker: str) -> list:
+            return list(dict.fromkeys(mark.args[0] for item in session.items for mark in item.iter_markers(marker)))
+
         background = Background(session.config.stash[NEEDED], wants_site, workers=1 if beside_grading else None,
-                                reruns=reruns)
+                                reruns=jobs("rerun"), site_jobs=jobs("after_site") if wants_site else [])
         session.config.stash[BACKGROUND] = background
         background.start()
 
@@ -121,7 +126,8 @@ class Background(threading.Thread):
     thread of this process while the other tests run. Each kernel gets one thread, as the session has
     always run them (a kernel's share of two cores)."""
 
-    def __init__(self, needed: list[Path], wants_site: bool, workers: int | None, reruns: list = ()):
+    def __init__(self, needed: list[Path], wants_site: bool, workers: int | None, reruns: list = (),
+                 site_jobs: list = ()):
         super().__init__(name="lessons-in-the-background", daemon=True)
         self.needed, self.wants_site, self.workers = needed, wants_site, workers
         self.folder = Path(tempfile.mkdtemp(prefix="course-lessons-"))
@@ -130,8 +136,9 @@ class Background(threading.Thread):
         self.site_error: str | None = None
         self.error: BaseException | None = None
         self.reruns = {job: None for job in reruns}        # job -> its result, or the exception it raised
+        self.site_jobs = {job: None for job in site_jobs}  # the same, for the jobs on the built site
         # Each stage's readers wait for that stage only: the site's tests not for the reruns after it.
-        self.lessons_done, self.site_done = threading.Event(), threading.Event()
+        self.lessons_done, self.site_done, self.site_jobs_done = threading.Event(), threading.Event(), threading.Event()
 
     def run(self):
         from tests import markers
@@ -147,6 +154,13 @@ class Background(threading.Thread):
         finally:
             self.lessons_done.set()
             self.site_done.set()
+        # The site's jobs first: their tests run last, and a browser leaves a core idle the grading fills.
+        for job in self.site_jobs if self.site is not None else ():
+            try:
+                self.site_jobs[job] = job(self.site)
+            except BaseException as error:        # noqa: BLE001 (re-raised in the test that reads it)
+                self.site_jobs[job] = error
+        self.site_jobs_done.set()
         for index, job in enumerate(self.reruns):
             folder = self.folder / f"rerun-{index}"
             folder.mkdir()
@@ -227,6 +241,21 @@ def rerun(request, tmp_path):
         return job(tmp_path)
     background.join()
     result = background.reruns[job]
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def after_site_result(config: pytest.Config, job, site: Path):
+    """The result of `job(site)`, the site job a test names with `pytest.mark.after_site.with_args(job)`: run by
+    the background thread right after it built the site, else now."""
+    background = config.stash.get(BACKGROUND, None)
+    if background is None or job not in background.site_jobs:
+        return job(site)
+    background.site_jobs_done.wait()
+    if background.site is None:               # no site was built there (its tests fail on the `site` fixture)
+        return job(site)
+    result = background.site_jobs[job]
     if isinstance(result, BaseException):
         raise result
     return result

@@ -8,6 +8,7 @@ the tests then read that record, and a few tests drive a page themselves.
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import shutil
@@ -18,6 +19,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.conftest import after_site_result
 from tests.sitecheck import TEST_OUTPUT, expected_pages, lesson_pages
 from tools.course import COURSE
 
@@ -37,20 +39,23 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="session")
-def base_url(site):
-    """The built site, served on a free port of 127.0.0.1 for the whole run."""
+@contextlib.contextmanager
+def served(site: Path):
+    """The built site, served on a free port of 127.0.0.1: its URL."""
     handler = lambda *args, **kwargs: QuietHandler(*args, directory=str(site), **kwargs)  # noqa: E731
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/"
-    server.shutdown()
-    server.server_close()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
-@pytest.fixture(scope="session")
-def browser():
+@contextlib.contextmanager
+def chromium():
+    """Debian's Chromium, driven by Playwright from the calling thread (each thread needs its own)."""
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium (apt-get install chromium)")
     if not AXE.exists():
@@ -59,8 +64,23 @@ def browser():
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="session")
+def base_url(site):
+    """The built site, served for the whole run."""
+    with served(site) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def browser():
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 @dataclass
@@ -146,8 +166,20 @@ def screenshot_name(path: str, width: str) -> Path:
     return SCREENSHOTS / f"{path.removesuffix('.html').replace('/', '--')}--{width}.jpg"
 
 
+def take_tour(site: Path) -> dict[str, "Visit"]:
+    """Every page of the site visited once, in a browser and on a server of its own (the background thread
+    takes the tour as soon as the site is built: tests/conftest.py)."""
+    with served(site) as base_url, chromium() as browser:
+        return visit_every_page(browser, base_url)
+
+
 @pytest.fixture(scope="session")
-def tour(browser, base_url) -> dict[str, Visit]:
+def tour(site, request) -> dict[str, Visit]:
+    """Every page's visit: the tests that read it carry `pytest.mark.after_site.with_args(take_tour)`."""
+    return after_site_result(request.config, take_tour, site)
+
+
+def visit_every_page(browser, base_url: str) -> dict[str, Visit]:
     """Every page of the site visited once: errors recorded, audited, and each lesson photographed at
     desktop and phone widths into _build/test-output/screenshots/ (git-ignored) for review."""
     shutil.rmtree(SCREENSHOTS, ignore_errors=True)        # only this run's pictures

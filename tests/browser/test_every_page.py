@@ -2,9 +2,11 @@
 
 import pytest
 
+from tests.browser.conftest import take_tour
 from tests.sitecheck import expected_pages, lesson_pages, redirects
 
-pytestmark = pytest.mark.browser
+# The tour of every page is taken by the background thread as soon as the site is built (tests/conftest.py).
+pytestmark = [pytest.mark.browser, pytest.mark.after_site.with_args(take_tour)]
 
 BLOCKING = ("serious", "critical")
 

@@ -7,7 +7,8 @@ import re
 import nbformat
 import pytest
 
-from tests.browser.conftest import new_context, open_page
+from tests.browser.conftest import chromium, new_context, open_page, served
+from tests.conftest import after_site_result
 from tests.sitecheck import normalize, release_folders, secret_lines
 from tools.course import COURSE
 
@@ -75,28 +76,37 @@ def test_self_check_quiz_answers_in_the_page(layernorm):
     assert feedback.inner_text().strip()
 
 
-def test_quiz_page_loads_cleanly_on_a_slow_machine(browser, base_url):
+def load_the_quiz_page_on_a_slow_machine(site) -> dict[str, list[str]]:
+    """The quiz page loaded at a twentieth of the CPU's speed: its errors and outside requests. A site job
+    (tests/conftest.py): the throttled renderer idles a core for half a minute, which the background thread
+    overlaps with grading."""
+    with served(site) as base_url, chromium() as browser:
+        context = new_context(browser, base_url)
+        try:
+            page = context.new_page()
+            context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": 20})
+            errors = []
+            page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            # A page load at a twentieth of the CPU's speed took over Playwright's default 30 s on a busy machine
+            # (load 5): 120 s.
+            page.goto(base_url + "book/08-ablations.html", wait_until="load", timeout=120_000)
+            page.locator(".Quiz .MCButton").first.wait_for(state="attached", timeout=120_000)
+            page.wait_for_timeout(2_000)                      # past jupyterquiz's 0.5 s MathJax check
+            return {"errors": errors, "outside": list(context.outside_requests)}
+        finally:
+            # Always: a throttled page left open kept a renderer busy at half a core for the rest of the run.
+            context.close()
+
+
+@pytest.mark.after_site.with_args(load_the_quiz_page_on_a_slow_machine)
+def test_quiz_page_loads_cleanly_on_a_slow_machine(site, request):
     """jupyterquiz reads MathJax.version half a second after its inline script runs and throws if
     MathJax has not loaded by then (and can fall back to fetching MathJax from a CDN). The site loads
     MathJax before the page body for this reason; a CPU slowed twentyfold is where the race showed."""
-    context = new_context(browser, base_url)
-    try:
-        page = context.new_page()
-        context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": 20})
-        errors = []
-        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        # A page load at a twentieth of the CPU's speed took over Playwright's default 30 s on a busy machine
-        # (load 5): 120 s.
-        page.goto(base_url + "book/08-ablations.html", wait_until="load", timeout=120_000)
-        page.locator(".Quiz .MCButton").first.wait_for(state="attached", timeout=120_000)
-        page.wait_for_timeout(2_000)                      # past jupyterquiz's 0.5 s MathJax check
-        outside = list(context.outside_requests)
-    finally:
-        # Always: a throttled page left open kept a renderer busy at half a core for the rest of the run.
-        context.close()
-    assert not errors, errors
-    assert not outside, outside
+    visit = after_site_result(request.config, load_the_quiz_page_on_a_slow_machine, site)
+    assert not visit["errors"], visit["errors"]
+    assert not visit["outside"], visit["outside"]
 
 
 def test_search_for_layernorm_returns_the_lesson(context, base_url):
