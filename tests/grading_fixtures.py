@@ -147,12 +147,14 @@ STOCK_ASSIGNMENT = "01-layernorm"          # the cheapest to grade
 
 
 def comparison_submissions() -> list[grading.Submission]:
-    """A few known submissions of the cheapest assignment: the master, the release, a bug, an alternative."""
-    variants = grading.load_catalog(STOCK_ASSIGNMENT)
-    chosen = {f"{STOCK_ASSIGNMENT}--solution", f"{STOCK_ASSIGNMENT}--release",
-              next(variant for variant in variants if not variant.correct).student,
-              next(variant for variant in variants if variant.correct).student}
-    return [submission for submission in grading.known_submissions(STOCK_ASSIGNMENT) if submission.student in chosen]
+    """A few known submissions of the cheapest assignment, all in the engine's sample (so the session's `graded`
+    class holds them already): the master, the release, the first bug, the sample's alternative."""
+    variants = {variant.student: variant for variant in grading.all_variants(STOCK_ASSIGNMENT)}
+    sample = grading.engine_sample(STOCK_ASSIGNMENT)
+    bug = next(s.student for s in sample if s.student in variants and variants[s.student].kind == "bug")
+    alternative = next(s.student for s in sample if s.student in variants and variants[s.student].kind == "correct")
+    chosen = {f"{STOCK_ASSIGNMENT}--solution", f"{STOCK_ASSIGNMENT}--release", bug, alternative}
+    return [submission for submission in sample if submission.student in chosen]
 
 
 @pytest.fixture(scope="session")
