@@ -234,4 +234,6 @@ def test_a_run_whose_workers_are_all_gone_stops_with_a_message(course, tmp_path_
     assert command.returncode != 0, command.stdout + command.stderr
     assert "no grading worker left" in command.stderr, command.stderr
     assert "rerun to grade the 1 left" in command.stderr, command.stderr
+    # The command waits 5 s for a worker to come back; the run takes about 20 s on two idle cores and about
+    # twice that at a load of 4. 240 s is the bound a hang (no worker, waiting for ever) would break.
     assert seconds < 240, seconds

@@ -404,7 +404,9 @@ def test_validate_ends_an_infinite_loop_within_the_timeout_with_a_message(people
     message = " ".join(message.split())            # the dialog breaks the message into lines
     assert "Validate stopped" in message and f"more than {VALIDATE_TIMEOUT} s" in message, message
     assert "Traceback" not in message
-    assert elapsed < 3 * VALIDATE_TIMEOUT          # the first timed-out cell ends it, not one timeout per test
+    # The first timed-out cell ends it, not one timeout per test cell after it (several of them). Validate's
+    # own work besides the timeout takes a few seconds, twice that at a load of 4: well inside 3 timeouts.
+    assert elapsed < 3 * VALIDATE_TIMEOUT
 
 
 def test_a_deleted_answer_cell_gets_a_clear_message_in_validate_and_at_submission(people):
