@@ -81,7 +81,7 @@ def main() -> dict:
         # What running them one after another would cost against the same cells:
         "ratio_sum_of_notebooks": round(sum(row["wall_s"] for row in rows) / cells, 3),
         "kernel_cpu_s": round(sum(row["kernel_cpu_s"] for row in rows), 3),
-        "cpu_s": total["cpu_s"], "budget_ratio": 1.3,
+        "cpu_s": total["cpu_s"], "budget_ratio": 1.3, "load_before": total["load_average_before"],
         "failed": [row["notebook"] for row in rows if row["error"]],
     }
     print(table([[r["notebook"], r["wall_s"], r["cells_s"], r["ratio"], r["kernel_cpu_s"]] for r in rows]
