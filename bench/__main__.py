@@ -88,7 +88,7 @@ def main() -> None:
         else:
             raise SystemExit(f"unknown section {name!r}; choose from {SECTIONS}")
         for row in figures:
-            row["section"] = row["section"] or name
+            row["section"] = row["section"] or name          # this section's new rows
     # A run of some sections replaces their rows and keeps the others' (each row says its date).
     previous = common.OUT / "summary.json"
     kept = [row for row in json.loads(previous.read_text())["figures"] if row["section"] not in chosen] \
@@ -98,10 +98,11 @@ def main() -> None:
 
 
 def figure(what: str, budget: str | None, ours: str, met: bool | None, load_before: float, stock: str | None = None,
-           identical: bool | None = None, section: str = "") -> dict:
-    """One row of the README's table: what was measured, its budget, our figure and stock nbgrader's, when."""
+           identical: bool | None = None) -> dict:
+    """One row of the README's table: what was measured, its budget, our figure and stock nbgrader's, when (its
+    section is set by the loop that measured it)."""
     return {"what": what, "budget": budget, "ours": ours, "met": met, "stock": stock, "identical": identical,
-            "load_before": load_before, "section": section, "date": datetime.date.today().isoformat()}
+            "load_before": load_before, "section": None, "date": datetime.date.today().isoformat()}
 
 
 if __name__ == "__main__":
