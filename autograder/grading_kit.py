@@ -12,6 +12,7 @@ SQLAlchemy URL nbgrader accepts) and its `autograded/` folder, copies them in.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import io
@@ -56,6 +57,20 @@ def copy_assignment_definitions(source, target, assignment: str) -> None:
                                                 locked=cell.locked, source=cell.source, checksum=cell.checksum)
 
 
+@functools.cache
+def empty_gradebook(course_id: str) -> bytes:
+    """An empty SQLite gradebook of the course, made once per process: nbgrader stamps every gradebook it
+    creates with the head of its migrations, which it asks the `alembic` command for (a process that imports
+    nbgrader, about 2 CPU-s), and the answer is the same for every kit this process packs."""
+    from nbgrader.api import Gradebook
+
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / KIT_GRADEBOOK
+        with Gradebook(f"sqlite:///{path}", course_id):
+            pass
+        return path.read_bytes()
+
+
 def build_kit(course, assignments: list[str]) -> Kit:
     """Pack what workers need to grade `assignments` of `course`."""
     from nbgrader.api import Gradebook
@@ -64,6 +79,7 @@ def build_kit(course, assignments: list[str]) -> Kit:
     with tempfile.TemporaryDirectory() as scratch, gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as packed, \
             tarfile.open(fileobj=packed, mode="w") as tar:
         template = Path(scratch) / KIT_GRADEBOOK
+        template.write_bytes(empty_gradebook(course.course_id))
         with Gradebook(course.db_url, course.course_id) as source, \
                 Gradebook(f"sqlite:///{template}", course.course_id) as target:
             for assignment in assignments:
