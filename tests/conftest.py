@@ -24,7 +24,8 @@ tests still run, instead of at the end of the session, where one kernel on its o
 A job on the built site (the browser's tour of every page) is named the same way, by
 `pytest.mark.after_site.with_args(FUNCTION)` on the tests that read it: the background thread runs
 FUNCTION(html folder) as soon as the site is built, and `after_site_result` hands its result over.
-`--lessons-inline` turns all of this off.
+The catalog's fast path starts in a background thread of its own once the tests are collected
+(tests/grading_fixtures.py, `Mutants`). `--lessons-inline` turns all of this off.
 Lessons execute through the build's execution cache (tools/cache.py, `_build/.jupyter_cache`: the only
 thing a test writes outside its temporary folders, besides the review material in `_build/test-output`),
 always afresh, and are cached when they ran cleanly, so `make book` after `make test` starts no kernel.
@@ -109,7 +110,8 @@ def pytest_collection_finish(session):
 
 def pytest_addoption(parser):
     parser.addoption("--lessons-inline", action="store_true",
-                     help="execute the lessons when a test first needs them, not in the background")
+                     help="do the session's background work (the lessons, the site, the catalog's fast path) "
+                          "when a test first needs it")
 
 
 def pytest_sessionfinish(session):

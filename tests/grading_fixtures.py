@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,6 +97,7 @@ def pytest_collection_finish(session):
                      if key_ == "assignment" or isinstance(value, grading.Variant)]
             wanted += found or otherwise
         session.config.stash[key] = [a for a in COURSE.assignments() if a in wanted]
+    start_the_catalog(session)
 
 
 @pytest.fixture(scope="session")
@@ -102,31 +107,105 @@ def graded(course, tmp_path_factory, request):
                        request.config.stash.get(GRADED_ASSIGNMENTS, []))
 
 
-@dataclass
 class Mutants:
     """Every known submission of each assignment (the whole catalog), graded by the fast path
-    (tools.mutation_grading: one process per assignment, as autograde scores them). The first test that
-    asks has every assignment this run's tests need graded, one process per core side by side, each
-    grading one submission at a time (the largest catalogs first): a process spends its first 10 to 20 s
-    importing and preparing on one core, which another assignment's process fills. The same interface as
-    GradedClass."""
+    (tools.mutation_grading: one process per assignment, as autograde scores them), for the assignments this
+    run's tests need. The same interface as GradedClass.
 
-    course: Path                              # the scratch course whose masters and releases the engine uses
-    wanted: list[str] = field(default_factory=list)      # the assignments this run's tests need
-    results: dict[str, dict] = field(default_factory=dict)
+    In a run that does other work too, the catalog is graded in the background from the start (`start`,
+    called once the tests are collected, as the lessons are: tests/conftest.py), one assignment's process at a
+    time beside whatever runs, in a scratch course of its own: it fills the core that single-threaded
+    tests, timeouts and browsers leave idle, and its tests, which run late, find it graded. A test that asks
+    for an assignment no process has started grades it itself, and grades others while it waits for one
+    running in the background, so that a run of the catalog's tests alone keeps a process per core busy
+    (each spends its first 10 to 20 s importing and preparing on one core)."""
+
+    def __init__(self, wanted: list[str], course: Path | None = None):
+        known = {name: grading.known_submissions(name) for name in wanted}
+        self.known = known
+        self.pending = sorted(known, key=lambda name: -len(known[name]))     # the largest catalogs first
+        self.course = course
+        self.results: dict[str, dict] = {}
+        self.errors: dict[str, BaseException] = {}
+        self.finished = {name: threading.Event() for name in known}
+        self.lock = threading.Lock()
+        self.course_made = threading.Event()
+        self.scratch: Path | None = None
+        self.running: threading.Thread | None = None
+        if course is not None:
+            self.course_made.set()
+
+    # --- the background -----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Grade the catalog in a thread of this process, one assignment at a time, in a scratch course."""
+        self.running = threading.Thread(target=self._background, name="catalog-in-the-background", daemon=True)
+        self.running.start()
+
+    def _background(self) -> None:
+        from tests import markers
+
+        markers.BACKGROUND.active = True          # not charged to whichever test runs meanwhile
+        try:
+            self.scratch = Path(tempfile.mkdtemp(prefix="course-catalog-"))
+            course = grading.make_course(self.scratch / "course")
+            grading.generate_assignments(course, COURSE.assignments())
+            self.course = course
+        except BaseException as error:            # noqa: BLE001 (re-raised in the test that asks)
+            self.errors = {name: error for name in self.finished}
+            for event in self.finished.values():
+                event.set()
+            return
+        finally:
+            self.course_made.set()
+        while (name := self._take("")) is not None:
+            self._grade(name)
+
+    def finish(self) -> None:
+        if self.scratch is not None and all(event.is_set() for event in self.finished.values()):
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    # --- what the tests ask -------------------------------------------------------------------------------
+
+    def _take(self, wanted: str) -> str | None:
+        """An assignment no process has started (`wanted` if it is one of them), now taken by the caller."""
+        with self.lock:
+            if not self.pending:
+                return None
+            name = wanted if wanted in self.pending else self.pending[0]
+            self.pending.remove(name)
+            return name
+
+    def _grade(self, name: str) -> None:
+        try:
+            self.results[name] = mutation_grading.grade_known(name, self.known[name], workers=1, course=self.course)
+        except BaseException as error:            # noqa: BLE001 (re-raised in the test that asks)
+            self.errors[name] = error
+        finally:
+            self.finished[name].set()
 
     def grade(self, assignment: str) -> dict[str, tuple]:
-        if assignment not in self.results:
-            from concurrent.futures import ThreadPoolExecutor
-
-            known = {name: grading.known_submissions(name) for name in dict.fromkeys([assignment, *self.wanted])
-                     if name not in self.results}
-            batch = sorted(known, key=lambda name: -len(known[name]))
-            with ThreadPoolExecutor(max_workers=min(len(batch), os.cpu_count() or 1)) as pool:
-                graded = pool.map(lambda name: mutation_grading.grade_known(
-                    name, known[name], workers=1, course=self.course), batch)
-                self.results.update(zip(batch, graded))
+        if assignment not in self.finished:       # a test asks for one the run did not plan: graded now
+            with self.lock:
+                self.known.setdefault(assignment, grading.known_submissions(assignment))
+                self.finished.setdefault(assignment, threading.Event())
+                self.pending.insert(0, assignment)
+        self.course_made.wait()
+        if not self.finished[assignment].is_set():
+            # Every core not taken by the background grades what no process has started, this one first.
+            background = self.running is not None and self.running.is_alive()
+            helpers = max(1, (os.cpu_count() or 1) - background)
+            with ThreadPoolExecutor(max_workers=helpers) as pool:
+                for _ in range(helpers):
+                    pool.submit(self._help, assignment)
+            self.finished[assignment].wait()
+        if assignment in self.errors:
+            raise self.errors[assignment]
         return self.results[assignment]
+
+    def _help(self, first: str) -> None:
+        while (name := self._take(first)) is not None:
+            self._grade(name)
 
     def scores(self, assignment: str, student: str) -> dict[str, tuple[float, float]]:
         return self.grade(assignment)[student][0]
@@ -135,10 +214,31 @@ class Mutants:
         return self.grade(assignment)[student][1]
 
 
+MUTANTS = pytest.StashKey[Mutants]()
+
+
+def start_the_catalog(session) -> None:
+    """Start grading the catalog in the background, when the selected tests need it and do other work too
+    (`--lessons-inline` keeps all background work off)."""
+    wanted = session.config.stash.get(MUTANT_ASSIGNMENTS, [])
+    if not wanted or session.config.getoption("collectonly") or session.config.getoption("lessons_inline"):
+        return
+    mutants = Mutants(wanted)
+    session.config.stash[MUTANTS] = mutants
+    mutants.start()
+
+
+def pytest_sessionfinish(session):
+    mutants = session.config.stash.get(MUTANTS, None)
+    if mutants is not None:
+        mutants.finish()
+
+
 @pytest.fixture(scope="session")
 def mutants(course, request):
-    """The catalog graded by the fast path (trusted code: no sandbox, no kernel per variant)."""
-    return Mutants(course, request.config.stash.get(MUTANT_ASSIGNMENTS, []))
+    """The catalog graded by the fast path (trusted code: no sandbox, no kernel per variant): the background's,
+    or graded here when a test first asks."""
+    return request.config.stash.get(MUTANTS, None) or Mutants(request.config.stash.get(MUTANT_ASSIGNMENTS, []), course)
 
 
 # --- stock nbgrader, the reference the engine is compared with ---------------------------------------------
