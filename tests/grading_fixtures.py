@@ -112,13 +112,13 @@ class Mutants:
     (tools.mutation_grading: one process per assignment, as autograde scores them), for the assignments this
     run's tests need. The same interface as GradedClass.
 
-    In a run that does other work too, the catalog is graded in the background from the start (`start`,
-    called once the tests are collected, as the lessons are: tests/conftest.py), one assignment's process at a
-    time beside whatever runs, in a scratch course of its own: it fills the core that single-threaded
-    tests, timeouts and browsers leave idle, and its tests, which run late, find it graded. A test that asks
-    for an assignment no process has started grades it itself, and grades others while it waits for one
-    running in the background, so that a run of the catalog's tests alone keeps a process per core busy
-    (each spends its first 10 to 20 s importing and preparing on one core)."""
+    The catalog is graded in the background from the start (`start`, called once the tests are collected,
+    as the lessons are: tests/conftest.py; not with `--lessons-inline`), one assignment's process at a time
+    beside whatever runs, in a scratch course of its own: in the whole suite it fills the core that
+    single-threaded tests, timeouts and browsers leave idle, and its tests, which run late, find it graded.
+    A test that asks for an assignment no process has started grades it itself, and grades others while it
+    waits for one running in the background, so that a run of the catalog's tests alone keeps a process per
+    core busy (each spends its first 10 to 20 s importing and preparing on one core)."""
 
     def __init__(self, wanted: list[str], course: Path | None = None):
         known = {name: grading.known_submissions(name) for name in wanted}
@@ -218,8 +218,8 @@ MUTANTS = pytest.StashKey[Mutants]()
 
 
 def start_the_catalog(session) -> None:
-    """Start grading the catalog in the background, when the selected tests need it and do other work too
-    (`--lessons-inline` keeps all background work off)."""
+    """Start grading the catalog in the background when the selected tests need it (`--lessons-inline` keeps
+    all background work off)."""
     wanted = session.config.stash.get(MUTANT_ASSIGNMENTS, [])
     if not wanted or session.config.getoption("collectonly") or session.config.getoption("lessons_inline"):
         return
