@@ -14,7 +14,6 @@ import csv
 import json
 import subprocess
 import sys
-import threading
 import time
 
 import nbformat
@@ -483,58 +482,6 @@ def test_the_class_grading_command_survives_the_machine_attacks_and_a_rerun_grad
     assert sorted(result["student"] for result in again["results"]) == sorted(failed)
     alive = subprocess.run(["pgrep", "-f", f"sleep {attacks.DAEMON_MARK}"], capture_output=True, text=True)
     assert alive.stdout == ""
-
-
-def kill_a_grading_worker_once(course: Course, students: list[str], killed: list, done: threading.Event) -> None:
-    """Once one of `students` is graded (whichever the scheduler ran first), SIGKILL the worker process whose
-    grading kernel runs next. Stops when `done` is set, so it never outlives its test."""
-    import psutil
-
-    def graded_any() -> bool:
-        return any(course.path("autograded", student, A).is_dir() for student in students)
-
-    while not done.is_set() and not graded_any():
-        done.wait(0.2)
-    while not done.is_set():
-        try:
-            # The sandbox launcher: a bwrap whose parent is not a bwrap (the one inside its PID namespace is).
-            launchers = [process for process in psutil.Process().children(recursive=True)
-                         if process.name() == "bwrap" and process.parent().name() != "bwrap"]
-            if launchers:
-                worker = launchers[0].parent()
-                worker.kill()
-                killed.append(worker.pid)
-                return
-        except psutil.Error:        # a process ended while we looked: look again
-            pass
-        done.wait(0.2)
-
-
-def test_a_grading_worker_that_dies_loses_nothing(course, tmp_path_factory):
-    """A worker process killed from outside (out of memory, an operator's kill) while it grades: Dask's
-    nanny starts a new one, the scheduler runs its task again, and every submission is graded exactly once."""
-    root = tmp_path_factory.mktemp("dying-worker") / "course"
-    grading.copy_course(course, root)
-    grading.submit(root, "first", A, answer(CORRECT))
-    # a kernel that lives a few seconds longer, so the killer always finds one running
-    grading.submit(root, "slow", A, answer(CORRECT + "\nimport time\ntime.sleep(3)"))
-    grading.submit(root, "third", A, answer(CORRECT))
-    students = ["first", "slow", "third"]
-    killed: list[int] = []
-    done = threading.Event()
-    killer = threading.Thread(target=kill_a_grading_worker_once, args=(Course(root), students, killed, done),
-                              daemon=True)
-    killer.start()
-    try:
-        summary = grade_class.grade_class(root, [A], workers=1, progress=False)
-    finally:
-        done.set()
-        killer.join(5)
-    assert killed, "no grading worker was killed: the test did not test anything"
-    assert sorted(r["student"] for r in summary["results"]) == students
-    assert not summary["failed"], [(failure["student"], failure["error"]) for failure in summary["failed"]]
-    for student in students:
-        assert total({student: root}, student) == (FULL, POINTS), student
 
 
 # --- the verdict ----------------------------------------------------------------------------------------

@@ -6,6 +6,8 @@
 - A submission whose grading kills its worker every time (simulated from outside, as the robustness tests
   kill workers: a kernel in the sandbox cannot reach its worker) is reported failed with the reason, and the
   classmates queued on the same worker, which Dask gives up on with it, are graded again and correctly.
+- A worker process killed from outside while it grades (out of memory, an operator's kill) loses nothing:
+  its nanny starts a new one and every submission is graded exactly once.
 - A run whose cluster lost every worker stops with a message and a non-zero exit instead of waiting.
 
 Assignment 1's small notebooks keep it cheap.
@@ -175,6 +177,56 @@ def test_a_submission_that_kills_its_worker_fails_alone_and_every_classmate_is_g
         assert total(root, student) == (full, full), student
     assert total(root, "no-answer") == (0.0, full)
     assert not Course(root).path("autograded", offender, A).exists()
+
+
+def kill_a_grading_worker_once(course: Course, students: list[str], killed: list, done: threading.Event) -> None:
+    """Once one of `students` is graded (whichever the scheduler ran first), SIGKILL the worker process whose
+    grading kernel runs next. Stops when `done` is set, so it never outlives its test."""
+    def graded_any() -> bool:
+        return any(course.path("autograded", student, A).is_dir() for student in students)
+
+    while not done.is_set() and not graded_any():
+        done.wait(0.2)
+    while not done.is_set():
+        try:
+            running = launchers(psutil.Process())
+            if running:
+                worker = running[0].parent()
+                worker.kill()
+                killed.append(worker.pid)
+                return
+        except psutil.Error:        # a process ended while we looked: look again
+            pass
+        done.wait(0.2)
+
+
+@pytest.mark.grading
+def test_a_grading_worker_that_dies_loses_nothing(course, tmp_path_factory):
+    """A worker process killed from outside (out of memory, an operator's kill) while it grades: Dask's
+    nanny starts a new one, the scheduler runs its task again, and every submission is graded exactly once."""
+    root = tmp_path_factory.mktemp("dying-worker") / "course"
+    grading.copy_course(course, root)
+    grading.submit(root, "first", A, MASTER)
+    # a kernel that lives a few seconds longer, so the killer always finds one running
+    grading.submit(root, "slow", A, master_with("import time\ntime.sleep(3)"))
+    grading.submit(root, "third", A, MASTER)
+    students = ["first", "slow", "third"]
+    killed: list[int] = []
+    done = threading.Event()
+    killer = threading.Thread(target=kill_a_grading_worker_once, args=(Course(root), students, killed, done),
+                              daemon=True)
+    killer.start()
+    try:
+        summary = grade_class.grade_class(root, [A], workers=1, progress=False)
+    finally:
+        done.set()
+        killer.join(5)
+    assert killed, "no grading worker was killed: the test did not test anything"
+    assert sorted(r["student"] for r in summary["results"]) == students
+    assert not summary["failed"], [(failure["student"], failure["error"]) for failure in summary["failed"]]
+    full = total(root, "first")[1]
+    for student in students:
+        assert total(root, student) == (full, full), student
 
 
 @pytest.mark.grading
