@@ -83,7 +83,7 @@ def main() -> None:
                 f"{run['wall_s'] / 60:.1f} min ({run['outcome']})",
                 run["returncode"] == 0 and run["fresh_clone_total_s"] <= run["budget_s"], install["load_average_before"]))
             figures.append(figure("A cold install (virtual environment and npm packages, in that clone)", "under 2 min",
-                                  f"{install['wall_s']:.0f} s (pip's cache: {result['pip_cache']})",
+                                  f"{install['wall_s']:.0f} s (uv's download cache: {result['download_cache']})",
                                   install["wall_s"] <= install["budget_s"], install["load_average_before"]))
         else:
             raise SystemExit(f"unknown section {name!r}; choose from {SECTIONS}")
