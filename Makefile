@@ -1,14 +1,14 @@
 # The two commands a newcomer needs: `make book` and `make test`.
 # Both create the virtual environment first, so they work from a fresh clone. They also install the
 # npm packages (MathJax, served by the site; axe-core, for the accessibility audit) and `make test`
-# installs Debian's Chromium for the browser tests, with apt-get (as root, or through sudo).
+# installs Debian's headless Chromium for the browser tests, with apt-get (as root, or through sudo).
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 NPM_STAMP := node_modules/.installed
-CHROMIUM  := /usr/bin/chromium
+CHROMIUM  := /usr/bin/chromium-headless-shell
 APT_GET   := $(if $(filter 0,$(shell id -u)),,sudo) apt-get
 
 .PHONY: book notebooks clean
@@ -38,13 +38,13 @@ book: $(STAMP) $(NPM_STAMP)
 	$(PY) -m tools.build_book
 
 # What the tests need from Debian: bubblewrap (grading kernels run sandboxed by it:
-# autograder/sandboxed_kernel.py), Chromium (the browser tests; Playwright never downloads a browser of its
-# own), PostgreSQL's server (the shared-gradebook tests start a throwaway one with initdb, which Debian puts
+# autograder/sandboxed_kernel.py), Chromium's headless build (the browser tests; Playwright never downloads a
+# browser of its own), PostgreSQL's server (the shared-gradebook tests start a throwaway one with initdb, which Debian puts
 # off PATH, in /usr/lib/postgresql/<version>/bin) and Node.js's npm. The missing ones are installed by one
 # apt-get run (one `apt-get update`; two apt-gets cannot run at once), as root or through sudo.
 BWRAP := /usr/bin/bwrap
 HAS_INITDB = $(shell command -v initdb || ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null)
-MISSING_PACKAGES = $(strip $(if $(wildcard $(BWRAP)),,bubblewrap) $(if $(wildcard $(CHROMIUM)),,chromium) \
+MISSING_PACKAGES = $(strip $(if $(wildcard $(BWRAP)),,bubblewrap) $(if $(wildcard $(CHROMIUM)),,chromium-headless-shell) \
 	$(if $(HAS_INITDB),,postgresql) $(if $(shell command -v npm),,nodejs npm))
 .PHONY: debian-packages
 debian-packages:

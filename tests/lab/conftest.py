@@ -21,14 +21,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS        # the same browser, launched the same way
 from tests.sitecheck import TEST_OUTPUT
 from tools import grading
 from tools.course import REPO
 
-CHROMIUM = Path("/usr/bin/chromium")
-# The launch flags that work on this machine (as in tests/browser/conftest.py).
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SCREENSHOTS = TEST_OUTPUT / "lab"
 ASSIGNMENT = "01-layernorm"
 TOKEN = "course-lab-tests"
@@ -129,7 +126,7 @@ def servers(lab_course, tmp_path_factory) -> dict[str, Server]:
 @pytest.fixture(scope="module")
 def chromium():
     if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium (apt-get install chromium)")
+        pytest.fail(f"{CHROMIUM} is missing: `make test` installs it (apt-get install chromium-headless-shell)")
     from playwright.sync_api import sync_playwright
 
     shutil.rmtree(SCREENSHOTS, ignore_errors=True)        # only this run's pictures
