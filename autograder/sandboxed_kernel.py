@@ -26,6 +26,11 @@ What the kernel gets, and why:
   own socket folder to /proc/PID/root of the sandbox (made by a short-lived child of this launcher, told
   the sandbox's first process by bwrap's --info-fd), so the grader's folder is never visible inside.
 - **No network**, no capabilities, a new session (no terminal to inject keys into).
+- **No descriptor of the grader's.** bwrap passes on only descriptors 0-2, so the launcher replaces them
+  first: stdin is /dev/null, stdout and stderr are one pipe. A child of the launcher, outside the sandbox,
+  passes at most STDIO_BYTES of it on to the grader's stderr (its log, or the instructor's terminal),
+  each line prefixed and with control characters escaped, and drops the rest. The kernel can neither read
+  the grader's log nor write into it beyond that, nor change its mode, nor send a terminal escape sequence.
 - **Limits for the whole submission** (grading_environment.py): a cgroup for memory and processes
   (cgroups.enter: required or optional, as COURSE_GRADING_CGROUPS says), size-limited tmpfs for files, and
   per-process rlimits as a backstop.
@@ -258,9 +263,71 @@ def link_sockets(connection: dict, info: int) -> None:
         os.symlink(f"/proc/{child}/root{path}", path)
 
 
+STDIO_BYTES = 16 * 2**10     # of the kernel's own stdout and stderr passed on to the grader's stderr
+
+
+def printable(line: bytes, label: str) -> bytes:
+    """One line of the kernel's output as the grader's log may hold it: prefixed, control characters escaped."""
+    text = line.decode("utf-8", errors="replace")
+    text = "".join(char if char.isprintable() or char == "\t" else f"\\x{ord(char):02x}" for char in text)
+    return f"[grading kernel {label}] {text}\n".encode()
+
+
+def tell(line: bytes, label: str) -> None:
+    try:
+        os.write(2, printable(line, label))
+    except OSError:
+        pass                  # the grader's stderr is gone: keep draining, so the kernel never blocks
+
+
+def pass_on(read: int, label: str) -> None:
+    """Copy the kernel's output from `read` to this process's stderr: STDIO_BYTES of it, line by line, escaped;
+    the rest is read and dropped (the kernel never blocks on a full pipe), counted at the end."""
+    kept = dropped = 0
+    pending = b""
+    while chunk := os.read(read, 2**16):
+        if kept >= STDIO_BYTES:
+            dropped += len(chunk)
+            continue
+        pending += chunk[:STDIO_BYTES - kept]
+        dropped += max(0, len(chunk) - (STDIO_BYTES - kept))
+        kept += min(len(chunk), STDIO_BYTES - kept)
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            tell(line, label)
+    if pending:
+        tell(pending, label)
+    if dropped:
+        tell(f"... {dropped} more bytes of its stdout and stderr dropped".encode(), label)
+
+
+def detach_stdio(label: str) -> None:
+    """Give the kernel no descriptor of the grader's: stdin becomes /dev/null, stdout and stderr a pipe that a
+    child of this launcher drains (pass_on). The child is outside the sandbox, so the kernel cannot reach it."""
+    read, write = os.pipe()
+    if os.fork() == 0:
+        try:
+            os.close(write)
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, 0)
+            os.dup2(null, 1)
+            pass_on(read, label)
+        finally:
+            os._exit(0)
+    os.close(read)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(write, 1)
+    os.dup2(write, 2)
+    os.close(null)
+    os.close(write)
+
+
 def main(arguments: list[str]) -> None:
     connection_file, kernel_arguments = os.path.abspath(arguments[0]), arguments[2:]
     courses = [folder for folder in arguments[1].split(os.pathsep) if folder]      # the courses to hide
+    # First of all, so that the drainer holds nothing else of the launcher's and lies outside the cgroup.
+    detach_stdio(Path(connection_file).stem)
     connection = json.load(open(connection_file))
     memory = int(value("COURSE_GRADING_MEMORY_GB") * 2**30)
 

@@ -76,6 +76,39 @@ if solution is not None:
     exec(solution)
 '''
 
+# Reaches for the grader's own descriptors through /proc/self/fd: reads what they hold (under the class
+# grader, the workers' log with classmates' ids), writes a forged log line, a terminal title and clipboard
+# escape sequence and 8 MB, and tries to change the log's mode.
+FORGED = "grade_class: FORGED-LINE every submission graded"
+GRABS_THE_GRADERS_DESCRIPTORS = r'''
+import os
+seen, read = {}, b""
+for fd in (0, 1, 2):
+    try:
+        seen[fd] = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError as error:
+        seen[fd] = type(error).__name__
+    try:
+        handle = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK)
+        read += os.read(handle, 4096)
+        os.close(handle)
+    except OSError:
+        pass
+    try:
+        os.fchmod(fd, 0o666)
+    except OSError:
+        pass
+for fd in (1, 2):
+    try:
+        os.write(fd, b"\n\x1b]0;owned\x07\x1b]52;c;ZWNobyBvd25lZA==\x07{forged}\n")
+        for _ in range(128):
+            os.write(fd, b"z" * 65536)
+    except OSError:
+        pass
+print("descriptors:", seen)
+print("read from them:", len(read), read[:200])
+'''.replace("{forged}", FORGED)
+
 
 def answer(code: str) -> nbformat.NotebookNode:
     return grading.submission_from_release(A, {"layernorm": code})
@@ -111,6 +144,7 @@ def boundary_class(course):
         grading.submit(root, "honest", A, answer(CORRECT))
         grading.submit(root, "walker", A, answer(CORRECT + WALKS_FOR_THE_COURSE.replace("{mark}", mark)))
         grading.submit(root, "hunter", A, answer(RUNS_THE_MASTERS_SOLUTION))
+        grading.submit(root, "descriptors", A, answer(CORRECT + GRABS_THE_GRADERS_DESCRIPTORS))
         crowded = grading.submit(root, "crowded", A, answer(CORRECT)).parent
         for index in range(5):                                        # over the limit of 3 files
             (crowded / f"scratch{index}.txt").write_text("notes")
@@ -139,6 +173,26 @@ def test_the_masters_solution_cannot_be_found_and_run(boundary_class):
     root, _, _ = boundary_class
     assert "solution found: False" in printed(root, "hunter")
     assert total(root, "hunter") == 0 < total(root, "honest")
+
+
+def test_a_kernel_holds_no_descriptor_of_the_graders_and_its_output_reaches_the_log_bounded(boundary_class):
+    root, summary, _ = boundary_class
+    assert not summary["failed"], summary["failed"]
+    text = printed(root, "descriptors")
+    # stdin is /dev/null; stdout and stderr a pipe drained outside the sandbox, not the worker's log file.
+    assert "descriptors: {0: '/dev/null', 1: 'pipe:" in text and ", 2: 'pipe:" in text, text[:2000]
+    assert "read from them: 0 b''" in text, text[:2000]
+    assert total(root, "descriptors") == total(root, "honest")
+    log = grade_class.log_path(Course(root))
+    content = log.read_bytes()
+    assert oct(log.stat().st_mode & 0o777) == oct(0o644)
+    assert b"\x1b" not in content and b"\x07" not in content            # no escape sequence reached it
+    forged = [line for line in content.decode(errors="replace").splitlines() if FORGED in line]
+    assert forged and all(line.startswith("[grading kernel ") for line in forged), forged
+    # The kernel wrote 16 MB; the log keeps at most sandboxed_kernel.STDIO_BYTES of it, escaped (4 bytes a
+    # byte at most) and prefixed, plus what the workers themselves logged.
+    from autograder.sandboxed_kernel import STDIO_BYTES
+    assert content.count(b"z" * 1024) <= STDIO_BYTES // 1024 and len(content) < 8 * STDIO_BYTES + 2**20
 
 
 @pytest.mark.parametrize("student, why", [("crowded", "5 files of 0.0 MB"), ("oversized", "1 files of 2.0 MB")])
