@@ -65,9 +65,12 @@ LIMITS = [
     Limit("COURSE_GRADING_HANDIN_MB", 20, "MB", "size of the files handed in beside the notebooks, at intake",
           "a student's notes are a few KB; over the limit, none of them is read (flagged). Files the release "
           "does not ship are never graded or copied to autograded/ in any case"),
-    Limit("COURSE_GRADING_MESSAGE_MB", 32, "MB", "one message from the kernel, all its parts and buffers together",
-          "an output is kept only up to the output limits, so this passes a print flood's messages on to be "
-          "truncated with a note, and drops a bigger message before the grader holds it"),
+    Limit("COURSE_GRADING_MESSAGE_MB", 8, "MB", "one message from the kernel, all its parts and buffers together",
+          "a cell keeps 256 KB of output, so a bigger message holds nothing the notebook keeps; this passes a print "
+          "flood's messages on to be truncated with a note, and drops a bigger message before the grader holds it"),
+    Limit("COURSE_GRADING_MESSAGE_VALUES", 10000, "", "JSON values one message from the kernel decodes to",
+          "a message's header, metadata and content hold a few dozen values (an output's text is one, however long); "
+          "a few MB of `[], ` would decode to hundreds of MB, so the grader's memory is bounded by what it decodes"),
     Limit("COURSE_GRADING_MESSAGE_PARTS", 64, "", "parts of one message from the kernel, its buffers included",
           "a Jupyter message has seven parts plus its binary buffers, and the course's notebooks send none; "
           "hundreds of buffers would all be held by the grader"),

@@ -141,7 +141,7 @@ class GuardedExecute(Execute):
         import zmq.asyncio
 
         self._relay = KernelRelay(self.km.get_connection_info(), int(value("COURSE_GRADING_MESSAGE_MB") * 2**20),
-                                  int(value("COURSE_GRADING_MESSAGE_PARTS")))
+                                  int(value("COURSE_GRADING_MESSAGE_PARTS")), int(value("COURSE_GRADING_MESSAGE_VALUES")))
         self._context = context = zmq.asyncio.Context()
         context.setsockopt(zmq.MAXMSGSIZE, int(value("COURSE_GRADING_MESSAGE_MB") * 2**20))
         context.setsockopt(zmq.RCVHWM, self.receive_queue)
@@ -224,8 +224,9 @@ class GuardedExecute(Execute):
         dropped = self._relay.dropped() if self._relay else 0
         if not dropped:
             return False
-        text = (f"the kernel sent {dropped} message(s) of more than {value('COURSE_GRADING_MESSAGE_PARTS'):g} parts "
-                f"or {value('COURSE_GRADING_MESSAGE_MB'):g} MB; the grader dropped them as they came in")
+        text = (f"the kernel sent {dropped} message(s) of more than {value('COURSE_GRADING_MESSAGE_PARTS'):g} parts, "
+                f"{value('COURSE_GRADING_MESSAGE_MB'):g} MB or {value('COURSE_GRADING_MESSAGE_VALUES'):g} JSON values; "
+                "the grader dropped them as they came in")
         add_flag(resources, f"message limit reached in {where}: {text}")
         if cell is not None:
             cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=f"\n[{text}]\n"))

@@ -12,12 +12,21 @@ bytes is dropped as it streams (nothing of it is kept, whatever its length) and 
 never holds more than one message per channel beyond what its sockets queue (GuardedExecute sets their
 receive queue short), and each of those within the limits.
 
+A byte limit alone is not a memory limit: the grader decodes each message's JSON parts, and a few MB of
+`[], ` decode to hundreds of MB of Python lists. So a message is also counted as the grader will decode it:
+its JSON parts' values (the `[`, `{`, `,` and `:` outside strings, an upper bound on the values decoding
+creates) and their nesting depth. One over either limit is dropped as well. What decoding can then allocate
+is bounded: strings at most four times their bytes (one wide character makes a string four bytes a
+character), every other value a fixed size, so about 4 x max_bytes + max_values x 200 bytes, beside the raw
+message the sockets hold.
+
 Runs as one thread of the grading process, from the kernel's start to its end (GuardedExecute).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import shutil
 import socket
@@ -30,6 +39,30 @@ MORE, LONG, COMMAND = 0x01, 0x02, 0x04
 COMMAND_BYTES = 64 * 2**10   # the handshake's READY and a heartbeat's PING are a few dozen bytes
 CHUNK = 2**20                # read into one reused buffer: a dropped message streams past at memory speed
 BACKLOG = 2 * CHUNK          # bytes waiting for a slow reader before the relay stops reading the other side
+DELIMITER = b"<IDS|MSG>"     # a Jupyter message's routing identities end here; then the signature, then 4 JSON parts
+MAX_DEPTH = 32               # a Jupyter message nests a few levels; Python's JSON decoder fails on deep nesting
+# A JSON string, escapes included, or an unterminated one to the end of the part: possessive, so that any input
+# is stripped in one linear pass (a string that never ends is not searched for again from each later quote).
+STRINGS = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
+NOT_BRACKETS = re.compile(rb"[^\[\]{}]")
+
+
+def json_values(bare: list[bytes]) -> int:
+    """An upper bound on the values decoding creates from JSON parts whose strings are stripped (`bare`):
+    the first value of each, then one for every `[`, `{`, `,` and `:`."""
+    return sum(1 + sum(part.count(mark) for mark in (b"[", b"{", b",", b":")) for part in bare)
+
+
+def json_depth(bare: list[bytes]) -> int:
+    """How deep the brackets of stripped JSON parts nest (a Python loop over the brackets alone: call it only
+    once json_values has found them few)."""
+    deepest = 0
+    for part in bare:
+        level = 0
+        for bracket in NOT_BRACKETS.sub(b"", part):
+            level += 1 if bracket in b"[{" else -1
+            deepest = max(deepest, level)
+    return deepest
 
 
 class ProtocolError(Exception):
@@ -39,8 +72,9 @@ class ProtocolError(Exception):
 class Downstream:
     """The kernel-to-grader byte stream of one connection, parsed frame by frame."""
 
-    def __init__(self, max_bytes: int, max_parts: int, report):
+    def __init__(self, max_bytes: int, max_parts: int, report, max_values: int | None = None):
         self.max_bytes, self.max_parts, self.report = max_bytes, max_parts, report
+        self.max_values = max_values
         self.greeting = bytearray()
         self.header = bytearray()      # the flags byte and size of the frame being read
         self.left = 0                  # body bytes of the current frame still to come
@@ -50,6 +84,7 @@ class Downstream:
         self.parts = self.size = 0
         self.dropping = False
         self.pending = bytearray()     # the message being assembled (frames in wire format)
+        self.bodies: list[tuple[int, int]] = []     # where each of its frames' bodies lies in `pending`
 
     def feed(self, view: memoryview, out: bytearray) -> None:
         """Parse `view`; append what may reach the grader to `out` (copied: `view` is reused)."""
@@ -98,6 +133,7 @@ class Downstream:
             return
         if not self.in_message:
             self.in_message, self.parts, self.size, self.dropping = True, 0, 0, False
+            self.bodies = []
         self.parts += 1
         self.size += size
         if not self.dropping and (self.parts > self.max_parts or self.size > self.max_bytes):
@@ -106,14 +142,34 @@ class Downstream:
             self.report()
         if not self.dropping:
             self.pending += header
+            self.bodies.append((len(self.pending), len(self.pending) + size))
 
     def frame_done(self, out: bytearray) -> None:
         if self.command or self.more:
             return
         if not self.dropping:
-            out += self.pending
+            if self.decodes_within_limits():
+                out += self.pending
+            else:
+                self.report()
         self.pending = bytearray()
+        self.bodies = []
         self.in_message = self.dropping = False
+
+    def decodes_within_limits(self) -> bool:
+        """Whether the grader may decode the assembled message: its JSON parts (the four after the delimiter
+        and the signature; every part, if there is no delimiter) within max_values values and MAX_DEPTH."""
+        if self.max_values is None:
+            return True
+        frames = [bytes(self.pending[start:end]) for start, end in self.bodies]
+        if DELIMITER in frames:
+            after = frames.index(DELIMITER) + 2
+            frames = frames[after:after + 4]
+        # Counted with the strings first (fast, and enough for almost every message), then without them.
+        def within(parts: list[bytes]) -> bool:
+            return json_values(parts) <= self.max_values and json_depth(parts) <= MAX_DEPTH
+
+        return within(frames) or within([STRINGS.sub(b"", frame) for frame in frames])
 
 
 class Pair:
@@ -126,10 +182,11 @@ class Pair:
 
 class KernelRelay:
     """Relay a kernel's five channels (its connection info, as the kernel manager has it) through limits:
-    a message of more than `max_parts` parts or `max_bytes` bytes is dropped, and counted in `dropped()`."""
+    a message of more than `max_parts` parts or `max_bytes` bytes, or whose JSON would decode to more than
+    `max_values` values or nest deeper than MAX_DEPTH, is dropped, and counted in `dropped()`."""
 
-    def __init__(self, connection: dict, max_bytes: int, max_parts: int):
-        self.max_bytes, self.max_parts = max_bytes, max_parts
+    def __init__(self, connection: dict, max_bytes: int, max_parts: int, max_values: int | None = None):
+        self.max_bytes, self.max_parts, self.max_values = max_bytes, max_parts, max_values
         self.transport = connection["transport"]
         self._lock = threading.Lock()
         self._dropped = 0
@@ -213,7 +270,7 @@ class KernelRelay:
             grader.close()                # the grader's ZeroMQ socket connects again shortly
             kernel.close()
             return
-        pair = Pair(grader, kernel, Downstream(self.max_bytes, self.max_parts, self._report))
+        pair = Pair(grader, kernel, Downstream(self.max_bytes, self.max_parts, self._report, self.max_values))
         for end in (grader, kernel):
             end.setblocking(False)
             self._pairs[end] = pair

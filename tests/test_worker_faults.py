@@ -47,6 +47,17 @@ kernel.session.send(kernel.iopub_socket, "display_data", {"data": {"text/plain":
                     buffers=[block] * 160)
 '''
 FLOOD_BYTES = 160 * 8 * 2**20
+# Messages within the byte limit whose JSON decodes to far more: `[], ` is 4 bytes on the wire and a list of
+# 64 in the grader. Two of about 7 MB (under today's 8 MB limit: only the count of values stops them) and two
+# of 30 MB (under the 32 MB the limit was), all answering the running cell, so the grader keeps their outputs:
+# about 1.5 GB decoded if they got through.
+JSON_BOMB = '''
+kernel = get_ipython().kernel
+for count in (1_800_000, 1_800_000, 7_800_000, 7_800_000):
+    kernel.session.send(kernel.iopub_socket, "display_data",
+                        {"data": {"text/plain": "bomb"}, "metadata": {"x": [[]] * count}},
+                        parent=kernel.get_parent("shell"))
+'''
 WORKER_MEMORY_BOUND = 2**30          # a grading worker's peak, interpreter and libraries included
 
 
@@ -106,7 +117,8 @@ def launchers(root: psutil.Process) -> list[psutil.Process]:
 def test_a_message_flood_is_dropped_flagged_and_costs_no_classmate(course, tmp_path_factory):
     root = grading.copy_course(course, tmp_path_factory.mktemp("flood") / "course")
     # The flooder first, so that a classmate waits behind it on the same worker.
-    students = {"a-flooder": master_with(FLOOD), "honest": MASTER, "honest-twin": MASTER, "no-answer": RELEASE}
+    students = {"a-flooder": master_with(FLOOD), "a-json-bomb": master_with(JSON_BOMB), "honest": MASTER,
+                "honest-twin": MASTER, "no-answer": RELEASE}
     for student, notebook in students.items():
         grading.submit(root, student, A, notebook)
     peaks: dict[int, int] = {}
@@ -120,9 +132,10 @@ def test_a_message_flood_is_dropped_flagged_and_costs_no_classmate(course, tmp_p
         watcher.join(5)
     assert not summary["failed"], summary["failed"]
     assert sorted(result["student"] for result in summary["results"]) == sorted(students)
-    assert "message limit reached" in flags(root, "a-flooder")
-    printed = json.dumps(grading.autograded_notebook(root, A, "a-flooder").cells)
-    assert "the grader dropped them" in printed                # the student sees why, in the cell
+    for flooder in ("a-flooder", "a-json-bomb"):
+        assert "message limit reached" in flags(root, flooder), flooder
+        printed = json.dumps(grading.autograded_notebook(root, A, flooder).cells)
+        assert "the grader dropped them" in printed            # the student sees why, in the cell
     full = total(root, "honest")[1]
     for student in ("honest", "honest-twin"):
         assert total(root, student) == (full, full), student
