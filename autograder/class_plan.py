@@ -8,11 +8,11 @@ notebooks hold executed cells. Nothing the graded notebook's kernel could write 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from autograder import bounded
 from autograder.grading_worker import Outcome
 
 if TYPE_CHECKING:
@@ -30,23 +30,32 @@ def submitted_students(course: Course, assignment: str) -> list[str]:
 
 
 def read_timestamp(folder: Path):
-    """The submission time in `folder`'s timestamp.txt as a datetime; None if missing or unreadable."""
-    from nbgrader.utils import parse_utc
-
-    path = folder / "timestamp.txt"
+    """The submission time in `folder`'s timestamp.txt as a datetime; None if missing or unreadable (its size
+    checked from the listing, its shape before dateutil sees it: autograder/bounded.py)."""
     try:
-        return parse_utc(path.read_text().strip()) if path.is_file() and not path.is_symlink() else None
-    except (OSError, ValueError, TypeError, OverflowError):
+        return bounded.read_timestamp(folder / "timestamp.txt")
+    except bounded.Refused:
         return None
 
 
-def executed(notebook: Path) -> bool:
-    """An autograded notebook nbgrader finished: some code cell ran (or was marked as not run)."""
-    if notebook.is_symlink() or not notebook.is_file():
-        return False
+def timestamp_problem(folder: Path) -> str | None:
+    """Why `folder`'s timestamp.txt holds no time (None when it holds one, or there is none)."""
     try:
-        cells = json.loads(notebook.read_text())["cells"]
-    except (OSError, ValueError, KeyError, TypeError):
+        bounded.read_timestamp(folder / "timestamp.txt")
+    except bounded.Refused as why:
+        return str(why)
+    return None
+
+
+def executed(notebook: Path) -> bool:
+    """An autograded notebook nbgrader finished: some code cell ran (or was marked as not run). Read within a
+    cap: the notebook is the grader's, but what the student wrote is in it."""
+    try:
+        limit = bounded.autograded_limit()
+        cells = bounded.parse_json(bounded.read_capped(notebook, limit), limit)["cells"]
+    except (bounded.Refused, KeyError, TypeError, IndexError):
+        return False
+    if not isinstance(cells, list):
         return False
     return any(cell.get("cell_type") == "code" and (cell.get("execution_count") is not None or cell.get("outputs"))
                for cell in cells if isinstance(cell, dict))
@@ -94,7 +103,11 @@ def plan(course: Course, assignments: list[str], force: bool,
         for student in submitted_students(course, assignment):
             if students and student not in students:
                 continue
-            if not force and is_graded(course, assignment, student, recorded):
+            try:
+                graded = not force and is_graded(course, assignment, student, recorded)
+            except Exception:       # one student's folder must not stop the plan: graded again, its failure reported
+                graded = False
+            if graded:
                 skipped += 1
             else:
                 units.append(Unit(assignment, student))
@@ -114,8 +127,8 @@ def unreadable_timestamp(course: Course, unit: Unit) -> Outcome | None:
     """A failed result for a submission whose timestamp.txt holds no time (nbgrader itself would fail with
     an AttributeError of its own): say what is wrong and how to fix it."""
     stamp = course.path("submitted", unit.student, unit.assignment) / "timestamp.txt"
-    if stamp.is_file() and not stamp.is_symlink() and read_timestamp(stamp.parent) is None:
+    problem = timestamp_problem(stamp.parent)
+    if problem:
         return Outcome(unit.assignment, unit.student, False, 0.0, "",
-                       f"{stamp} does not hold a time ({stamp.read_text(errors='replace')[:40]!r}); "
-                       "correct it or remove it, then grade again")
+                       f"{stamp} does not hold a time ({problem}); correct it or remove it, then grade again")
     return None

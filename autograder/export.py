@@ -1,7 +1,9 @@
 """`nbgrader export --exporter=autograder.export.PerCheckExport --to checks.csv`: one row per student and
 notebook, one column per graded test cell plus the flags, so an instructor sees which misconception each
 student has. Every text cell is written so that a spreadsheet reads it as text, never as a formula. It needs
-no settings: the course's folders come from the export command's CourseDirectory.
+no settings: the course's folders come from the export command's CourseDirectory. One student's files never
+stop the export: an autograded notebook is read within a cap (autograder/bounded.py), and one that cannot be read
+is said so in that student's flags.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.plugins import ExportPlugin
 
+from autograder import bounded
 from autograder.cells import course_directory, notebook_flags
 
 
@@ -54,7 +57,13 @@ class PerCheckExport(ExportPlugin):
         coursedir = course_directory(self)
         path = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment)) / f"{notebook}.ipynb"
         if path.is_file() and not path.is_symlink():
-            return notebook_flags(nbformat.read(path, as_version=4))
+            try:
+                limit = bounded.autograded_limit()
+                graded = nbformat.reads(bounded.read_capped(path, limit).decode("utf-8"), as_version=4)
+                return [str(flag) for flag in notebook_flags(graded)]
+            except Exception as error:          # one student's file must not stop the class's export
+                why = str(error) if isinstance(error, bounded.Refused) else type(error).__name__
+                return [f"flags unknown: the autograded {notebook}.ipynb could not be read ({why})"]
         handed_in = Path(coursedir.format_path(coursedir.submitted_directory, student, assignment))
         expected = handed_in / f"{notebook}.ipynb"
         others = sorted(p.name for p in handed_in.glob("*.ipynb") if p != expected)

@@ -117,7 +117,7 @@ class ClassGrader(LoggingConfigurable):
         results: list[Outcome] = []
         course.prepare()
         refused = {(unit.assignment, unit.student): result for unit in units
-                   if (result := unreadable_timestamp(course, unit))}
+                   if (result := refusal(course, unit))}
         results += refused.values()
         units = [unit for unit in units if (unit.assignment, unit.student) not in refused]
         if units:
@@ -136,15 +136,31 @@ class ClassGrader(LoggingConfigurable):
                 suspects: list[Unit] = []    # failed with KilledWorker, perhaps only for waiting beside the killer
 
                 def submit(unit: Unit):
+                    """The unit's task, or None when its hand-in could not be packed (that student's failure,
+                    recorded here, with the reason)."""
                     nonlocal kit_data
+                    try:
+                        files, not_sent = handed_in_files(course, unit.assignment, unit.student)
+                    except Exception as exc:
+                        results.append(Outcome(unit.assignment, unit.student, False, 0.0, "",
+                                               f"its hand-in could not be packed: {describe_failure(exc)}"))
+                        progressed()
+                        return None
                     if kit_data.status == "error":     # the kit's own task was on workers that died: make it anew
                         kit_data = client.submit(kit_contents, kit.data,
                                                  key=f"course-kit-{kit.digest}-{time.time_ns()}")
                     future = client.submit(grade_submission, kit_data, kit.digest, unit.assignment, unit.student,
-                                           handed_in_files(course, unit.assignment, unit.student), timeout,
-                                           pure=False)
+                                           files, timeout, not_sent, pure=False)
                     unit_of[future.key] = unit
                     return future
+
+                def submit_next():
+                    """The next unit's task (None when no unit is left to submit)."""
+                    while queue:
+                        future = submit(queue.pop())
+                        if future is not None:
+                            return future
+                    return None
 
                 def collect(future, alone: bool) -> bool:
                     """Record a finished task's outcome; False if it goes on the suspects' list instead."""
@@ -166,8 +182,6 @@ class ClassGrader(LoggingConfigurable):
                     return True
 
                 queue = list(reversed(units))
-                # A few tasks per worker in flight: files are read and sent as the class progresses.
-                pending = as_completed([submit(queue.pop()) for _ in range(min(len(queue), 3 * max(1, workers)))])
                 bar = tqdm(total=len(units), unit="notebook", desc="autograding", disable=not self.progress,
                            dynamic_ncols=True, file=sys.stderr)
 
@@ -177,15 +191,21 @@ class ClassGrader(LoggingConfigurable):
                     if failed:
                         bar.set_postfix(failed=failed)
 
+                # A few tasks per worker in flight: files are read and sent as the class progresses.
+                first = (submit_next() for _ in range(min(len(queue), 3 * max(1, workers))))
+                pending = as_completed([future for future in first if future is not None])
                 try:
                     for future in as_finished(pending, client, self.worker_wait, scheduler):
                         if collect(future, alone=False):
                             progressed()
-                        if queue:
-                            pending.add(submit(queue.pop()))
+                        if queue and (following := submit_next()) is not None:
+                            pending.add(following)
                     # Each suspect alone on the cluster: a worker that dies now died of this submission.
                     for unit in suspects:
-                        for future in as_finished(as_completed([submit(unit)]), client, self.worker_wait, scheduler):
+                        again = submit(unit)
+                        if again is None:
+                            continue
+                        for future in as_finished(as_completed([again]), client, self.worker_wait, scheduler):
                             collect(future, alone=True)
                             progressed()
                 except NoWorkerLeft as exc:
@@ -221,6 +241,16 @@ def grade_class(root: Path, assignments: list[str], **settings) -> dict:
                         f"{', '.join(sorted(ClassGrader.class_trait_names(config=True)))}")
     settings = {name: value for name, value in settings.items() if value is not None}
     return ClassGrader(course_root=str(root), **settings).grade(assignments)
+
+
+def refusal(course: Course, unit: Unit) -> Outcome | None:
+    """A failed result for a submission refused before it is sent (its timestamp.txt holds no time), or for one
+    whose folder could not even be looked at: never an exception that would stop the class."""
+    try:
+        return unreadable_timestamp(course, unit)
+    except Exception as exc:
+        return Outcome(unit.assignment, unit.student, False, 0.0, "",
+                       f"its hand-in could not be read: {describe_failure(exc)}")
 
 
 def describe_failure(exc: BaseException, alone: bool = False) -> str:

@@ -133,21 +133,27 @@ def read_folder(folder: Path) -> dict[str, tuple[bytes, int]]:
     return files
 
 
-def handed_in_files(course, assignment: str, student: str) -> dict[str, tuple[bytes, int]]:
+def handed_in_files(course, assignment: str, student: str) -> tuple[dict[str, tuple[bytes, int]], dict[str, int]]:
     """What a task carries of a student's hand-in: only the files the course's intake rule takes (autograder/
-    handins.py; an oversized or crowded hand-in costs a listing, never a read), plus the rule's manifest of
-    the files left out, so the worker's intake flags the submission as nbgrader autograde would."""
-    import json
-
-    from autograder import handins
+    handins.py; an oversized or crowded hand-in costs a listing, never a read), each read with its cap
+    (autograder/bounded.py), and the files left out (name -> size), which travel in the task's arguments, so the
+    worker's intake flags the submission as nbgrader autograde would. Raises bounded.Refused when a file
+    changed under the packer (grew past its cap, became a link)."""
+    from autograder import bounded, handins
+    from autograder.grading_environment import value
 
     folder = course.path("submitted", student, assignment)
     found = handins.survey(folder, course.path("release", ".", assignment))
-    files = {name: ((folder / name).read_bytes(), (folder / name).stat().st_mode & 0o777) for name in found.taken}
-    if found.beside:
-        left = [[name, found.beside[name]] for name in sorted(found.beside) if name not in found.taken]
-        files[handins.MANIFEST] = (json.dumps(left).encode(), 0o644)
-    return files
+    beside_cap = int(value("COURSE_GRADING_HANDIN_MB") * 2**20)
+    files = {}
+    for name in found.taken:
+        cap = handins.CAPS.get(name) or (bounded.notebook_limit() if name.endswith(".ipynb") else beside_cap)
+        data = bounded.read_capped(folder / name, cap)
+        files[name] = (data, os.lstat(folder / name).st_mode & 0o777)
+    not_sent = {name: size for name, size in {**found.beside, **found.oversized}.items() if name not in files}
+    if found.refused_timestamp is not None:
+        not_sent[handins.REFUSED_TIMESTAMP] = found.refused_timestamp
+    return files, not_sent
 
 
 def write_folder(folder: Path, files: dict[str, tuple[bytes, int]]) -> None:

@@ -17,6 +17,7 @@ normally stops it first).
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import threading
@@ -108,16 +109,39 @@ def work_folder() -> Path:
 
 
 def grade_submission(kit_data: bytes, digest: str, assignment: str, student: str,
-                     files: dict[str, tuple[bytes, int]], timeout: float | None = None) -> Outcome:
-    """Grade `student`'s `assignment` (its submitted folder's files) with the kit's configuration."""
+                     files: dict[str, tuple[bytes, int]], timeout: float | None = None,
+                     not_sent: dict[str, int] | None = None) -> Outcome:
+    """Grade `student`'s `assignment` (its submitted folder's files, and the names and sizes of those the
+    packer left out) with the kit's configuration."""
     with _lock:
-        return _grade(unpack_kit(kit_data, digest, work_folder()), assignment, student, files, timeout)
+        return _grade(unpack_kit(kit_data, digest, work_folder()), assignment, student, files, timeout, not_sent)
 
 
-def _grade(root: Path, assignment, student, files, timeout) -> Outcome:
-    from nbgrader.api import Gradebook
+@functools.cache
+def converter_class():
+    """nbgrader's Autograde converter, telling Intake (through each notebook's resources) which files the packer
+    left out: a channel the student cannot write, unlike any file in the submitted folder."""
     from nbgrader.converters import Autograde
+
+    from autograder.intake import NOT_SENT
+
+    class WorkerAutograde(Autograde):
+        not_sent: dict[str, int] = {}
+
+        def init_single_notebook_resources(self, notebook_filename):
+            resources = super().init_single_notebook_resources(notebook_filename)
+            resources["nbgrader"][NOT_SENT] = dict(self.not_sent)
+            return resources
+
+    return WorkerAutograde
+
+
+def _grade(root: Path, assignment, student, files, timeout, not_sent=None) -> Outcome:
+    import nbformat
+    from nbgrader.api import Gradebook
     from nbgrader.utils import rmtree, temp_attrs
+
+    from autograder.bounded import notebook_limit
 
     started = time.perf_counter()
     app = load_app(root)
@@ -126,7 +150,14 @@ def _grade(root: Path, assignment, student, files, timeout) -> Outcome:
         if (root / step).exists():
             rmtree(str(root / step))
     shutil.copyfile(root / "autograder" / KIT_GRADEBOOK, root / "autograder" / LOCAL_GRADEBOOK)
-    write_folder(Path(coursedir.format_path(coursedir.submitted_directory, student, assignment)), files)
+    submitted = Path(coursedir.format_path(coursedir.submitted_directory, student, assignment))
+    write_folder(submitted, files)
+    not_sent = {name: size for name, size in (not_sent or {}).items() if name not in files}
+    # A notebook the packer did not send (over its limit) still has to be found by nbgrader, which grades it:
+    # an empty one stands in, and Intake, told its size, grades the release in its place.
+    empty = nbformat.writes(nbformat.v4.new_notebook()).encode()
+    write_folder(submitted, {name: (empty, 0o644) for name, size in not_sent.items()
+                             if name.endswith(".ipynb") and "/" not in name and size > notebook_limit()})
 
     error = ""
     overran = threading.Event()
@@ -140,7 +171,8 @@ def _grade(root: Path, assignment, student, files, timeout) -> Outcome:
         if timer:
             timer.start()
         with temp_attrs(app.coursedir, assignment_id=assignment, student_id=student):
-            converter = Autograde(coursedir=app.coursedir, parent=app)
+            converter = converter_class()(coursedir=app.coursedir, parent=app)
+            converter.not_sent = not_sent
             # Always: a resubmission is graded afresh, like `nbgrader autograde --force`.
             converter.force = True
             converter.start()

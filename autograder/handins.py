@@ -6,8 +6,8 @@ grading kernel works, and the class grader (autograder.grade_class) used to read
 it to a worker: six files of 99 MB (each under the exchange's per-file limit) cost gigabytes. Here:
 
 - the release's notebooks and nbgrader's own files, `timestamp.txt` and `submission_secret.txt`, are always
-  taken (a notebook has a size limit of its own, checked when it is read; release_feedback needs the secret in
-  the feedback folder, which generate_feedback copies from `autograded/`);
+  taken within their size limits (release_feedback needs the secret in the feedback folder, which
+  generate_feedback copies from `autograded/`);
 - every other file is *beside the notebooks*. Their number and total size are counted from the folder's
   listing, never by reading them. Over either limit, none of them is taken, and the submission is flagged
   (the notebooks are still graded);
@@ -17,25 +17,36 @@ it to a worker: six files of 99 MB (each under the exchange's per-file limit) co
 Both engines apply the same rule. intake.Intake applies it under `nbgrader autograde` (it removes
 what is not taken from the autograded folder before the kernel starts there); autograder/grading_kit.py applies
 it when it packs a task for a grading worker, which then sends only what is taken, and lists what it did
-not send (name and size) in MANIFEST, so the worker's Intake reaches the same verdict and the same flags.
-A manifest a student hands in themselves can only add files to their own count, never remove one.
+not send (name and size) in the task's arguments (never in a file: the submitted folder is the student's), so
+the worker's Intake reaches the same verdict and the same flags. A MANIFEST file a student hands in is dropped
+unread: the grader's bookkeeping never comes from the hand-in.
+
+Nothing is read before its size is known (autograder/bounded.py): a notebook over COURSE_GRADING_NOTEBOOK_MB is
+not taken (Intake grades the unanswered release in its place, flagged), nor a timestamp.txt or a
+submission_secret.txt over its own small cap (flagged). A timestamp.txt that the pre-convert hook of `nbgrader
+autograde` found not to hold a time was moved aside to REFUSED_TIMESTAMP (intake.bound_timestamp), and is flagged.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.bounded import SECRET_MAX_BYTES, TIMESTAMP_MAX_BYTES, describe, notebook_limit
 from autograder.grading_environment import value
 
 TIMESTAMP = "timestamp.txt"               # written by nbgrader collect; the submission's time
 SECRET = "submission_secret.txt"          # written by nbgrader submit; release_feedback names the feedback by it
 NBGRADER_FILES = {TIMESTAMP, SECRET}
+# Once the name of the packer's list of files left out; the list now travels in the task's arguments, and a file
+# of this name in a hand-in is the student's own: dropped, never read.
 MANIFEST = ".course-grading-not-sent.json"
-MANIFEST_MAX_BYTES = 2**20
+# Where `nbgrader autograde`'s pre-convert hook (intake.bound_timestamp) moves a timestamp.txt that holds no time,
+# before nbgrader would parse it.
+REFUSED_TIMESTAMP = "timestamp.txt.not-a-time"
+CAPS = {TIMESTAMP: TIMESTAMP_MAX_BYTES, SECRET: SECRET_MAX_BYTES}
 
 
 @dataclass
@@ -44,14 +55,25 @@ class Survey:
     beside: dict[str, int] = field(default_factory=dict)    # every other file: relative path -> size
     left_out: list[str] = field(default_factory=list)       # beside files not taken
     refusal: str | None = None                              # why none of the beside files was taken
+    oversized: dict[str, int] = field(default_factory=dict)  # notebooks and nbgrader's files over their caps: not read
+    refused_timestamp: int | None = None                    # the size of REFUSED_TIMESTAMP, when there is one
 
     def flags(self) -> list[str]:
+        """The flags of the files beside the notebooks (an oversized notebook is flagged by Intake, which
+        grades the release in its place)."""
+        flags = [f"refused at intake: {name} is {describe(size)}, over the limit of {describe(CAPS[name])}; it was "
+                 f"not read{' (graded without a submission time)' if name == TIMESTAMP else ''}"
+                 for name, size in sorted(self.oversized.items()) if name in CAPS]
+        if self.refused_timestamp is not None:
+            flags.append(f"refused at intake: timestamp.txt held no time, so it was moved aside to {REFUSED_TIMESTAMP} "
+                         "unread by nbgrader and the submission was graded without a submission time (no late "
+                         "penalty); correct it, rename it back and grade again with --force")
         if self.refusal:
-            return [self.refusal]
+            return [*flags, self.refusal]
         if self.left_out:
             names = ", ".join(self.left_out[:5]) + (f" and {len(self.left_out) - 5} more" if len(self.left_out) > 5 else "")
-            return [f"not graded: files the release does not ship ({names})"]
-        return []
+            flags.append(f"not graded: files the release does not ship ({names})")
+        return flags
 
 
 def listing(folder: Path) -> dict[str, int]:
@@ -75,33 +97,32 @@ def regular(folder: Path, relative: str) -> bool:
         return False
 
 
-def not_sent(folder: Path) -> dict[str, int]:
-    """The files a packer left out (MANIFEST), as counted on the instructor's side."""
-    path = folder / MANIFEST
-    if not regular(folder, MANIFEST) or path.stat().st_size > MANIFEST_MAX_BYTES:
-        return {}
-    try:
-        entries = json.loads(path.read_text())
-        return {f"{name}": int(size) for name, size in entries if int(size) >= 0}
-    except (ValueError, TypeError):
-        return {}
-
-
-def survey(submitted: Path, release: Path) -> Survey:
-    """What of the hand-in in `submitted` is graded, for the assignment released in `release`."""
+def survey(submitted: Path, release: Path, not_sent: dict[str, int] | None = None) -> Survey:
+    """What of the hand-in in `submitted` is graded, for the assignment released in `release`, from the folder's
+    listing alone (nothing is read). `not_sent`: the files a packer left out (name -> size as it listed them),
+    which a grading worker gets in its task's arguments, never from the submitted folder."""
     submitted, release = Path(submitted), Path(release)
     shipped = {name for name in listing(release) if regular(release, name)}
     notebooks = {name for name in shipped if name.endswith(".ipynb")}
     result = Survey()
     present = listing(submitted)
-    present.pop(MANIFEST, None)
+    present.pop(MANIFEST, None)                    # the student's own: dropped unread
+    for name, size in (not_sent or {}).items():    # the packer's word wins over a placeholder the worker wrote
+        if isinstance(name, str) and isinstance(size, int) and size >= 0 and name != MANIFEST:
+            present[name] = size
+    if REFUSED_TIMESTAMP in present:
+        result.refused_timestamp = present.pop(REFUSED_TIMESTAMP)
+    most_notebook = notebook_limit()
     for name, size in present.items():
-        if (name in notebooks or name in NBGRADER_FILES) and regular(submitted, name):
-            result.taken.append(name)
+        if name in notebooks or name in NBGRADER_FILES:
+            if size > CAPS.get(name, most_notebook):
+                result.oversized[name] = size
+            elif regular(submitted, name):
+                result.taken.append(name)
+            else:
+                result.beside[name] = size
         else:
             result.beside[name] = size
-    for name, size in not_sent(submitted).items():
-        result.beside.setdefault(name, size)
     count, total = len(result.beside), sum(result.beside.values())
     most_files, most_bytes = int(value("COURSE_GRADING_HANDIN_FILES")), value("COURSE_GRADING_HANDIN_MB") * 2**20
     if count > most_files or total > most_bytes:

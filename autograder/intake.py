@@ -5,19 +5,87 @@ notebook (flags are the grader's), and repairs nbgrader metadata that would make
 preprocessors raise (an empty or malformed record, a copied cell's duplicate id), so one student's notebook
 can never stop the class. Of the files handed in beside the notebook it keeps only those handins.py takes
 (within the limits, and shipped by the release), and notes the rest.
+
+Two steps run before it, because nbgrader reads a hand-in before its first preprocessor, and nothing a
+student sends is parsed before its size is known (autograder/bounded.py). Both are nbgrader's own
+extension points, set in nbgrader_config.py, so `nbgrader autograde` and the class grader's workers apply them
+alike:
+
+- `bound_timestamp`, the Autograde converter's pre-convert hook, runs before nbgrader parses timestamp.txt
+  (Autograde.init_assignment, with dateutil: minutes for a long string of digits). A timestamp.txt over
+  bounded.TIMESTAMP_MAX_BYTES, or not a time, is moved aside unread (handins.REFUSED_TIMESTAMP), so nbgrader
+  grades the submission without a time, and Intake flags it. (The class grader refuses such a submission
+  before it is sent: class_plan.unreadable_timestamp.)
+- `BoundedNotebookExporter`, the converter's exporter, reads a notebook only if its listing says it is within
+  COURSE_GRADING_NOTEBOOK_MB, and no further than that; a larger one (or a link) is never opened, and Intake
+  grades the unanswered release in its place, flagged.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import secrets
 from pathlib import Path
 
 import nbformat
+from nbconvert.exporters import NotebookExporter
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from autograder import handins
+from autograder import bounded, handins
 from autograder.cells import FLAGS, course_directory, grade_id, release_notebook
-from autograder.grading_environment import value
+
+# Keys of resources["nbgrader"] for what Intake is told by the steps before it, never by the hand-in:
+REFUSED_NOTEBOOK = "course_grading_refused_notebook"    # why the exporter did not read the notebook
+NOT_SENT = "course_grading_not_sent"                    # a grading worker's task: the files the packer left out
+
+
+def notebook_refusal(size: int) -> str:
+    limit = bounded.notebook_limit()
+    return (f"refused at intake: the notebook is {size / 2**20:.1f} MB, over the limit of {limit / 2**20:g} MB; "
+            "graded as the unanswered release")
+
+
+class BoundedNotebookExporter(NotebookExporter):
+    """nbconvert's notebook exporter that reads a notebook file only within COURSE_GRADING_NOTEBOOK_MB: the size
+    from the listing first (a link or a special file is refused unopened), then a read capped one character
+    past the limit. A refused notebook is exported as an empty one, with the reason in the resources for
+    Intake, which grades the release in its place (c.Autograde.exporter_class in nbgrader_config.py)."""
+
+    def from_filename(self, filename, resources=None, **kw):
+        try:
+            size = bounded.size_of(Path(filename))
+        except bounded.Refused as why:
+            return self.refuse(f"refused at intake: {why}; graded as the unanswered release", resources, **kw)
+        if size > bounded.notebook_limit():
+            return self.refuse(notebook_refusal(size), resources, **kw)
+        return super().from_filename(filename, resources=resources, **kw)
+
+    def from_file(self, file_stream, resources=None, **kw):
+        limit = bounded.notebook_limit()
+        text = file_stream.read(limit + 1)
+        if len(text) > limit:
+            return self.refuse(notebook_refusal(len(text)), resources, **kw)
+        return self.from_notebook_node(nbformat.reads(text, as_version=4), resources=resources, **kw)
+
+    def refuse(self, why: str, resources, **kw):
+        resources = resources if resources is not None else {}
+        resources.setdefault("nbgrader", {})[REFUSED_NOTEBOOK] = why
+        return self.from_notebook_node(nbformat.v4.new_notebook(), resources=resources, **kw)
+
+
+def bound_timestamp(assignment=None, student=None, notebooks=(), **_) -> None:
+    """The Autograde converter's pre-convert hook (c.Autograde.pre_convert_hook): before nbgrader parses a
+    hand-in's timestamp.txt, one that is not a bounded time is moved aside, unread past its cap."""
+    for folder in sorted({Path(notebook).parent for notebook in notebooks}):
+        stamp = folder / handins.TIMESTAMP
+        try:
+            bounded.read_timestamp(stamp)
+        except bounded.Refused as why:
+            os.replace(stamp, folder / handins.REFUSED_TIMESTAMP)
+            logging.getLogger("traitlets").warning(
+                "%s does not hold a time (%s): moved aside to %s; graded without a submission time", stamp, why,
+                handins.REFUSED_TIMESTAMP)
 
 
 class Intake(NbGraderPreprocessor):
@@ -25,13 +93,20 @@ class Intake(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         flags = []
-        size = len(nbformat.writes(nb).encode())
-        limit = value("COURSE_GRADING_NOTEBOOK_MB") * 2**20
-        if size > limit:
+        info = resources.get("nbgrader", {})
+        # Refused before it was read: by the exporter (nbgrader autograde), or by the packer (a worker's task).
+        refusal = info.get(REFUSED_NOTEBOOK)
+        not_sent = (info.get(NOT_SENT) or {}).get(f"{info.get('notebook')}.ipynb")
+        if refusal is None and not_sent is not None and not_sent > bounded.notebook_limit():
+            refusal = notebook_refusal(not_sent)
+        if refusal is None:
+            size = len(nbformat.writes(nb).encode())
+            if size > bounded.notebook_limit():
+                refusal = notebook_refusal(size)
+        if refusal is not None:
             release = release_notebook(self, resources)
-            nb.cells = release.cells
-            flags.append(f"refused at intake: the notebook is {size / 2**20:.1f} MB, over the limit of "
-                         f"{limit / 2**20:g} MB; graded as the unanswered release")
+            nb.cells, nb.metadata = release.cells, release.metadata
+            flags.append(refusal)
         # Flags are written by the grader only: whatever the student put there is dropped.
         nb.metadata.pop(FLAGS, None)
         nb.metadata.pop("widgets", None)
@@ -64,10 +139,12 @@ class Intake(NbGraderPreprocessor):
         filled with every file handed in) what is not taken; returns the flags."""
         coursedir, info = course_directory(self), resources["nbgrader"]
         found = handins.survey(Path(coursedir.format_path(coursedir.submitted_directory, info["student"], info["assignment"])),
-                               Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])))
+                               Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])),
+                               info.get(NOT_SENT))
         graded = Path(coursedir.format_path(coursedir.autograded_directory, info["student"], info["assignment"]))
         source = Path(coursedir.format_path(coursedir.source_directory, ".", info["assignment"]))
-        for name in [*found.left_out, handins.MANIFEST]:
+        beside = [name for name in found.oversized if not name.endswith(".ipynb")]
+        for name in [*found.left_out, *beside, handins.MANIFEST, handins.REFUSED_TIMESTAMP]:
             path = graded / name
             # nbgrader copies the master's own files after the student's: those stay.
             if (path.is_file() or path.is_symlink()) and not (source / name).exists():

@@ -217,8 +217,9 @@ def test_only_the_files_the_release_ships_reach_the_autograded_folder(boundary_c
 
 
 def test_the_hand_in_rule_counts_from_the_listing_and_takes_only_what_the_release_ships(tmp_path, monkeypatch):
-    """The rule both engines apply (autograder/handins.py), including the packer's manifest, which can only add
-    to a student's count."""
+    """The rule both engines apply (autograder/handins.py), including the packer's list of what it left out, which
+    travels in the task and can only add to a student's count; a file named like it in the hand-in counts for
+    nothing."""
     for key, limit in HANDIN_LIMITS.items():
         monkeypatch.setenv(key, limit)
     release, submitted = tmp_path / "release", tmp_path / "submitted"
@@ -233,9 +234,10 @@ def test_the_hand_in_rule_counts_from_the_listing_and_takes_only_what_the_releas
     found = handins.survey(submitted, release)
     assert found.refusal is None
     assert found.taken == ["data.csv", NOTEBOOK] and found.left_out == ["helper.py", "link.csv"]
-    (submitted / handins.MANIFEST).write_text('[["big.bin", 5000000]]')
-    refused = handins.survey(submitted, release)
+    refused = handins.survey(submitted, release, not_sent={"big.bin": 5000000})   # the packer's, in the task
     assert refused.taken == [NOTEBOOK] and "4 files of 4.8 MB" in refused.refusal
+    (submitted / handins.MANIFEST).write_text('[["big.bin", 5000000]]')   # a student's own: dropped unread
+    assert handins.survey(submitted, release).refusal is None
 
 
 

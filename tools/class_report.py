@@ -49,6 +49,7 @@ from pathlib import Path
 
 import nbformat
 
+from autograder import bounded
 from autograder.cells import notebook_flags
 from autograder.export import spreadsheet_safe
 from tools.course import COURSE, Course, venv_on_path
@@ -109,23 +110,43 @@ def cell_order(course: Course, assignment: str, notebook: str) -> list[str]:
             if isinstance(cell.metadata.get("nbgrader"), dict)]
 
 
+STAMP_MAX_CHARS = 64            # an ISO timestamp nbclient writes is 27 characters; a longer one is not read
+
+
+def stamp_time(value) -> datetime | None:
+    """One of nbclient's execution timestamps as an aware datetime (a naive one is read as UTC); None when it is
+    not one. The metadata is the student's to write, so nothing about it is assumed."""
+    if not isinstance(value, str) or not value or len(value) > STAMP_MAX_CHARS:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except (ValueError, TypeError, OverflowError):
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
 def execution_seconds(notebook: nbformat.NotebookNode) -> float | None:
-    """From the first cell's start to the last cell's end, from the timestamps nbclient records in each cell."""
+    """From the first cell's start to the last cell's end, from the timestamps nbclient records in each cell
+    (in the cell's metadata, which the student's notebook can hold anything in: a stamp that is not a time,
+    naive or aware, is skipped or read as UTC, never an error)."""
     starts, ends = [], []
-    for cell in notebook.cells:
-        stamps = cell.get("metadata", {}).get("execution", {})
-        start = stamps.get("iopub.status.busy") or stamps.get("iopub.execute_input")
-        end = stamps.get("iopub.status.idle") or stamps.get("shell.execute_reply")
-        try:
-            if start:
-                starts.append(datetime.fromisoformat(str(start).replace("Z", "+00:00")))
-            if end:
-                ends.append(datetime.fromisoformat(str(end).replace("Z", "+00:00")))
-        except ValueError:
+    for cell in notebook.get("cells", []):
+        metadata = cell.get("metadata") if isinstance(cell, dict) else None
+        stamps = metadata.get("execution") if isinstance(metadata, dict) else None
+        if not isinstance(stamps, dict):
             continue
+        start = stamp_time(stamps.get("iopub.status.busy")) or stamp_time(stamps.get("iopub.execute_input"))
+        end = stamp_time(stamps.get("iopub.status.idle")) or stamp_time(stamps.get("shell.execute_reply"))
+        if start:
+            starts.append(start)
+        if end:
+            ends.append(end)
     if not starts or not ends:
         return None
-    return max(0.0, (max(ends) - min(starts)).total_seconds())
+    try:
+        return max(0.0, (max(ends) - min(starts)).total_seconds())
+    except (OverflowError, TypeError, ValueError):
+        return None
 
 
 def read_class(course: Course, assignment: str) -> ClassData:
@@ -165,7 +186,10 @@ def read_class(course: Course, assignment: str) -> ClassData:
                     flags.append(f"flagged in the formgrader ({submitted.name})")
             result = Result(student, scores, float(submission.score or 0), float(submission.max_score or max_score),
                             float(submission.late_submission_penalty or 0), flags=flags)
-            read_autograded(course, assignment, result, cells, summary, [n.name for n in record.notebooks])
+            try:
+                read_autograded(course, assignment, result, cells, summary, [n.name for n in record.notebooks])
+            except Exception as error:                 # never the whole class for one student's files
+                result.flags.append(f"its autograded notebooks could not be read ({type(error).__name__})")
             results.append(result)
         handed_in = {path.parent.name for path in course.folder("submitted").glob(f"*/{assignment}") if path.is_dir()}
         not_graded = [(student, "handed in (in the submitted folder) but not in the gradebook: not graded yet, or "
@@ -179,7 +203,9 @@ def read_class(course: Course, assignment: str) -> ClassData:
 
 def read_autograded(course: Course, assignment: str, result: Result, cells: list[GradedCell], summary,
                     notebooks: list[str]) -> None:
-    """The autograded notebooks' messages, flags and execution times, into `result`."""
+    """The autograded notebooks' messages, flags and execution times, into `result`. Each notebook is read within
+    a cap (autograder/bounded.py), and whatever in it cannot be read costs this student's report alone: it is
+    named in their flags, and the class is reported."""
     folder = course.path("autograded", result.student, assignment)
     for notebook in notebooks:
         path = folder / f"{notebook}.ipynb"
@@ -188,18 +214,29 @@ def read_autograded(course: Course, assignment: str, result: Result, cells: list
             result.flags.append(f"no autograded {notebook}.ipynb: its checks' messages and times are not known")
             continue
         try:
-            nb = nbformat.read(path, as_version=4)
+            limit = bounded.autograded_limit()
+            nb = nbformat.reads(bounded.read_capped(path, limit).decode("utf-8"), as_version=4)
         except Exception as error:                     # the grader wrote it; still, one file must not stop the report
             result.unread.append(notebook)
-            result.flags.append(f"autograded {notebook}.ipynb could not be read ({type(error).__name__})")
+            why = str(error) if isinstance(error, bounded.Refused) else type(error).__name__
+            result.flags.append(f"autograded {notebook}.ipynb could not be read ({why})")
             continue
-        result.flags += [str(flag) for flag in notebook_flags(nb)]
-        result.seconds[notebook] = execution_seconds(nb)
-        columns = {cell.name: cell.column for cell in cells if cell.notebook == notebook}
-        for cell in nb.cells:
-            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-            if summary.is_check(cell) and grade_id in columns:
-                result.errors[columns[grade_id]] = summary.check_errors(cell)
+        try:
+            read_notebook(nb, notebook, result, cells, summary)
+        except Exception as error:                     # a student's metadata or outputs of an unexpected shape
+            result.flags.append(f"autograded {notebook}.ipynb could not be read in full ({type(error).__name__}): "
+                                "its checks' messages or times are missing from this report")
+
+
+def read_notebook(nb: nbformat.NotebookNode, notebook: str, result: Result, cells: list[GradedCell], summary) -> None:
+    result.flags += [str(flag) for flag in notebook_flags(nb)]
+    result.seconds[notebook] = execution_seconds(nb)
+    columns = {cell.name: cell.column for cell in cells if cell.notebook == notebook}
+    for cell in nb.cells:
+        record = cell.get("metadata", {}).get("nbgrader", {})
+        grade_id = record.get("grade_id") if isinstance(record, dict) else None
+        if isinstance(grade_id, str) and summary.is_check(cell) and grade_id in columns:
+            result.errors[columns[grade_id]] = summary.check_errors(cell)
 
 
 # --- what the numbers say ------------------------------------------------------------------------------------------
