@@ -7,20 +7,24 @@ course's own MathJax (the npm package the site serves, run once per page by Node
 jax) and the page needs no script at all. It runs before SanitizeHTML, which nbgrader_config.py allows to
 keep MathML's elements (`MATHML_TAGS`, `MATHML_ATTRIBUTES`) and nothing else new.
 
-Without Node.js or the npm package, or for a formula MathJax cannot read, the TeX stays as it was.
+Without Node.js or the npm package, or for a formula MathJax cannot read, the TeX stays as it was. The work
+is bounded (TypesetMath's limits): a page typesets a few hundred formulas, the rest stay TeX with a note.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
+from nbformat.v4 import new_markdown_cell
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Unicode
+from traitlets import Float, Int, Unicode
 
+SAFE_MARKUP = "course_safe_markup"   # safe_markup.MARKER: the cell is HTML that safe_markup made, its TeX escaped
 MATHJAX = Path(__file__).resolve().parent.parent / "node_modules" / "mathjax" / "es5" / "node-main.js"
 
 # tex2mml with the TeX packages the assignments' prose uses; a formula MathJax cannot read gives null.
@@ -63,40 +67,94 @@ def formulas(markdown: str) -> list[tuple[str, bool, str]]:
     return found
 
 
-def to_mathml(formulas: list[tuple[str, bool]], node: str | None = None) -> list[str | None]:
+def to_mathml(formulas: list[tuple[str, bool]], node: str | None = None, timeout: float = 60) -> list[str | None]:
     """MathML for each (TeX, display), in one Node.js process; None for each when it cannot run."""
     node = node or shutil.which("node")
     if not formulas or not node or not MATHJAX.exists():
         return [None] * len(formulas)
-    result = subprocess.run([node, "-e", TEX_TO_MATHML, str(MATHJAX)], input=json.dumps(formulas),
-                            capture_output=True, text=True, timeout=60)
+    try:
+        result = subprocess.run([node, "-e", TEX_TO_MATHML, str(MATHJAX)], input=json.dumps(formulas),
+                                capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return [None] * len(formulas)
     if result.returncode:
         return [None] * len(formulas)
     return [" ".join(mathml.split()) if mathml else None for mathml in json.loads(result.stdout)]
 
 
-def replace_formulas(markdown: str, typeset: dict[str, str]) -> str:
-    """The markdown with each formula's text replaced by its MathML (code left as it is)."""
+def replace_formulas(markdown: str, typeset: dict[str, str], budget: list[int] | None = None) -> str:
+    """The markdown with each formula's text replaced by its MathML (code left as it is). With a budget
+    ([formulas left, MathML characters left]), each replacement spends from it and none is made once it is
+    spent: the rest stay TeX."""
+    def replace(match):
+        text = match.group(0)
+        mathml = typeset.get(text)
+        if mathml is None:
+            return text
+        if budget is not None:
+            if budget[0] <= 0 or budget[1] < len(mathml):
+                budget[0] = 0
+                return text
+            budget[0], budget[1] = budget[0] - 1, budget[1] - len(mathml)
+        return mathml
+
     parts = CODE.split(markdown)
     for index in range(0, len(parts), 2):
-        part = DISPLAY.sub(lambda match: typeset.get(match.group(0), match.group(0)), parts[index])
-        parts[index] = INLINE.sub(lambda match: typeset.get(match.group(0), match.group(0)), part)
+        parts[index] = INLINE.sub(replace, DISPLAY.sub(replace, parts[index]))
     return "".join(parts)
 
 
+NOTE = "course_typeset_math_note"        # metadata key of the note where typesetting stopped
+
+
 class TypesetMath(NbGraderPreprocessor):
-    """Every formula of the markdown cells as MathML: the feedback page needs no script to show it."""
+    """Every formula of the markdown cells as MathML: the feedback page needs no script to show it.
+
+    Bounded, since the markdown is the student's: at most `max_formulas` formulas are typeset on a page (in
+    page order), none longer than `max_tex_chars` characters of TeX, and at most `max_mathml_chars` of MathML
+    in all; the rest are left as TeX, and a note says where typesetting stopped. Finding the formulas is one
+    pass of regular expressions over each cell, MathJax runs once per page on the distinct formulas within
+    the limits, and the page grows by at most `max_mathml_chars`: the cost is linear in the notebook's size
+    (a hand-in of 110,000 `$a$` once made a 7 MB page that took minutes to sanitize)."""
 
     node = Unicode("", help="Node.js to run MathJax with (default: `node` on PATH)").tag(config=True)
+    max_formulas = Int(500, help="Most formulas typeset on one page; the rest stay TeX").tag(config=True)
+    max_tex_chars = Int(2000, help="Longest formula (characters of TeX) typeset").tag(config=True)
+    max_mathml_chars = Int(400_000, help="Most characters of MathML put on one page").tag(config=True)
+    timeout = Float(60, help="Seconds MathJax may take for one page; after that every formula stays TeX"
+                    ).tag(config=True)
 
     def preprocess(self, nb, resources):
-        cells = [cell for cell in nb.cells if cell.cell_type == "markdown"]
-        found = {text: (tex, display) for cell in cells for tex, display, text in formulas(cell.source)}
-        texts = list(found)
-        mathml = to_mathml([found[text] for text in texts], self.node or None)
-        typeset = {text: math for text, math in zip(texts, mathml) if math}
-        if len(typeset) < len(texts):
-            self.log.warning("%d of %d formulas were left as TeX", len(texts) - len(typeset), len(texts))
+        cells = [cell for cell in nb.cells if cell.cell_type == "markdown" and NOTE not in cell.metadata]
+        found: dict[str, tuple[str, bool]] = {}
+        limited: set[str] = set()          # formulas left as TeX by the limits
+        total = 0
         for cell in cells:
-            cell.source = replace_formulas(cell.source, typeset)
+            escaped = cell.metadata.get(SAFE_MARKUP) == "html"      # TeX inside HTML: entities decoded
+            for tex, display, text in formulas(cell.source):
+                total += 1
+                if text in found or text in limited:
+                    continue
+                if len(found) < self.max_formulas and len(tex) <= self.max_tex_chars:
+                    found[text] = (html.unescape(tex) if escaped else tex, display)
+                else:
+                    limited.add(text)
+        texts = list(found)
+        mathml = to_mathml([found[text] for text in texts], self.node or None, self.timeout)
+        typeset = {text: math for text, math in zip(texts, mathml) if math}
+        budget = [self.max_formulas, self.max_mathml_chars]
+        stopped = None
+        for cell in cells:
+            cell.source = replace_formulas(cell.source, typeset, budget)
+            if stopped is None and any(text in limited or text in typeset for _, _, text in formulas(cell.source)):
+                stopped = cell
+        left = sum(len(formulas(cell.source)) for cell in cells)
+        if left:
+            self.log.warning("%d of %d formulas were left as TeX", left, total)
+        if stopped is not None:
+            note = new_markdown_cell(f"*This page typesets at most {self.max_formulas} formulas "
+                                     f"({self.max_mathml_chars:,} characters of MathML): from here on, formulas "
+                                     "are shown as TeX.*")
+            note.metadata[NOTE] = True
+            nb.cells.insert(nb.cells.index(stopped), note)
         return nb, resources

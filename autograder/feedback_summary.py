@@ -8,8 +8,9 @@ summary like every other markdown cell. Everything that came from the student's 
 escaped here as well, so it reads as text, never as markdown or HTML.
 
 Each line links to its check further down the page (the feedback template puts an anchor named after each
-graded cell's grade id there). A lost point also links to the lesson section that teaches it when the release
-names its lessons (the notebook metadata key `"lessons"`, which the site's assignment pages read too): the
+graded cell's grade id there). A lost point also links to the lesson section that teaches it when the course
+names the notebook's lessons (the metadata key `"lessons"` of the master in solutions/, else of the release,
+which the site's assignment pages read too; never the hand-in's, which the student can write): the
 section of those lessons whose words are closest to the check's description and its message, when one is
 close enough, else the lesson itself. The links point at the published course site: `FeedbackSummary.site_url`,
 by default the GitHub Pages address of `_config.yml`'s `repository.url`; without one, the lesson and
@@ -93,6 +94,7 @@ then there these this those to was were which while with you your not no each ev
 most very what when where how why all any both other same here use used using should must got get instead
 """.split())
 WORD = re.compile(r"[a-z][a-z0-9]*")
+LESSON_STEM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")     # a file name in book/, never a path
 # Sections that do not teach: exercises, quizzes, pointers onwards.
 NOT_TEACHING = re.compile(r"check your understanding|self-check|quiz|stretch exercises|what's next|further reading",
                           re.I)
@@ -245,23 +247,45 @@ class FeedbackSummary(NbGraderPreprocessor):
             nb.cells.insert(0, cell)
         return nb, resources
 
-    def course_root(self) -> Path | None:
+    def coursedir(self):
         parent = self.parent
         while parent is not None:
             coursedir = getattr(parent, "coursedir", None)
             if coursedir is not None and getattr(coursedir, "root", None):
-                return Path(coursedir.root)
+                return coursedir
             parent = parent.parent
         return None
 
-    def lessons(self, nb) -> tuple[list[Lesson], str]:
-        """The lessons the notebook names (read from the course's book/ where present) and the site's address."""
-        stems = [str(stem) for stem in nb.metadata.get("lessons", []) or []]
+    def course_root(self) -> Path | None:
+        coursedir = self.coursedir()
+        return Path(coursedir.root) if coursedir is not None else None
+
+    def course_lessons(self, resources) -> list[str]:
+        """The lessons the course names for this notebook: the `lessons` metadata of its master (else of its
+        release), never of the hand-in, whose metadata the student wrote. Each is a lesson's file stem."""
+        coursedir = self.coursedir()
+        graded = resources.get("nbgrader", {}) if isinstance(resources, dict) else {}
+        assignment, notebook = graded.get("assignment"), graded.get("notebook")
+        if coursedir is None or not assignment or not notebook:
+            return []
+        import nbformat
+
+        for folder in (coursedir.source_directory, coursedir.release_directory):
+            path = Path(coursedir.format_path(folder, ".", assignment)) / f"{notebook}.ipynb"
+            if path.is_file():
+                stems = nbformat.read(path, as_version=4).metadata.get("lessons", []) or []
+                return [str(stem) for stem in stems if isinstance(stem, str) and LESSON_STEM.match(stem)]
+        return []
+
+    def lessons(self, nb, resources=None) -> tuple[list[Lesson], str]:
+        """The lessons the course names for the notebook (read from the course's book/ where present) and the
+        site's address. `nb` is the hand-in: nothing of it chooses a file to read."""
         root = self.course_root()
         found = []
-        for stem in stems:
+        for stem in self.course_lessons(resources or {}):
             path = root / "book" / f"{stem}.md" if root else None
-            found.append(read_lesson(path) if path and path.is_file() else Lesson(stem, stem, []))
+            inside = path is not None and path.is_file() and path.resolve().parent == (root / "book").resolve()
+            found.append(read_lesson(path) if inside else Lesson(stem, stem, []))
         site = self.site_url if self.site_url is not None else (pages_url(root / "_config.yml") if root else "")
         return found, site
 
@@ -269,7 +293,7 @@ class FeedbackSummary(NbGraderPreprocessor):
         checks = [cell for cell in nb.cells if is_check(cell)]
         if not checks:
             return None
-        lessons, site = self.lessons(nb)
+        lessons, site = self.lessons(nb, resources)
         finder = SectionFinder(lessons)
         rows, score, top, passed = [], 0.0, 0.0, 0
         for cell in checks:

@@ -29,12 +29,13 @@ def configure(c):
     # `make`), whichever copy of the course this file describes.
     from autograder import sandboxed_kernel
     from autograder.guarded_execute import GuardedExecute
-    from autograder.intake import Intake
+    from autograder.intake import BoundedNotebookExporter, Intake, bound_timestamp
     from autograder.restore import RestoreFromRelease
     from autograder.verdict import RecordFlags
     from autograder.withhold import HideHiddenTests
-    from autograder.feedback_math import MATHML_ATTRIBUTES, MATHML_TAGS, TypesetMath
+    from autograder.feedback_math import MATHML_TAGS, TypesetMath
     from autograder.feedback_summary import FeedbackSummary
+    from autograder.safe_markup import TAGS as SAFE_TAGS, SafeMarkup, allowed_attribute_mathml
     from autograder.grading_environment import kernel_arguments, sandbox_enabled, value
     from autograder.late_policy import CourseLatePolicy
 
@@ -81,15 +82,22 @@ def configure(c):
     c.Autograde.sanitize_preprocessors = [
         Intake, ClearOutput, DeduplicateIds, OverwriteKernelspec, RestoreFromRelease, OverwriteCells, CheckCellMetadata,
     ]
+    # nbgrader reads timestamp.txt and the notebook before the first of them: both are bounded first (intake.py).
+    c.Autograde.pre_convert_hook = bound_timestamp
+    c.Autograde.exporter_class = BoundedNotebookExporter
 
     # Stock nbgrader scores a test cell 0 if it writes anything to stderr, which PyTorch warnings do.
     # Grades depend on exceptions only, so stderr output is dropped before grading.
     c.IgnorePattern.enabled = True
     c.IgnorePattern.pattern = r"[\s\S]*"
 
+    # Once scored, the autograded notebook's markup is made safe for every page made from it (formgrader,
+    # feedback, JupyterLab, nbconvert): markdown reduced to an allow-list (links http(s), mailto: and #
+    # only; images only inline raster data), active outputs reduced to text (safe_markup.py). It changes no
+    # score: it runs after SaveAutoGrades.
     c.Autograde.autograde_preprocessors = [
         GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, RecordFlags, LimitOutput, SaveAutoGrades,
-        AssignLatePenalties, CheckCellMetadata,
+        AssignLatePenalties, SafeMarkup, CheckCellMetadata,
     ]
 
     # Late submissions (late_policy.py, nbgrader's late-submission plugin): after 15 minutes' grace, 10 % of the
@@ -102,7 +110,8 @@ def configure(c):
 
     # Feedback shows each failed check's message, never the hidden test code (set enabled = False to
     # release the tests with the feedback after the due date). Scripts, event handlers and frames are removed
-    # from outputs and markdown, since instructors open feedback pages too.
+    # from outputs and markdown, since instructors open feedback pages too; formulas typeset are bounded
+    # (TypesetMath's limits), the rest stay TeX.
     # Each feedback page opens with a summary: one line per check, a lost point's message, a link to the
     # cell and to the lesson section that teaches it (feedback_summary.py).
     # Formulas are typeset into MathML when the page is made (feedback_math.py): a page read offline, or in
@@ -111,9 +120,21 @@ def configure(c):
                                         CSSHTMLHeaderPreprocessor]
     c.HideHiddenTests.enabled = True
     c.SanitizeHTML.enabled = True               # nbconvert's preprocessors are off unless enabled
-    c.SanitizeHTML.tags = sorted({*bleach.ALLOWED_TAGS, *MATHML_TAGS})      # nbconvert's defaults are bleach's
-    c.SanitizeHTML.attributes = {**bleach.ALLOWED_ATTRIBUTES, **{tag: MATHML_ATTRIBUTES for tag in MATHML_TAGS}}
+    # The course's allow-list (safe_markup.py) and MathML; links and images are judged by their destination.
+    c.SanitizeHTML.tags = sorted({*bleach.ALLOWED_TAGS, *SAFE_TAGS, *MATHML_TAGS})
+    c.SanitizeHTML.attributes = allowed_attribute_mathml
     c.HTMLExporter.sanitize_html = True
+    # Every HTML page made with this configuration (the formgrader's view of a submission: its exporter is an
+    # HTMLExporter with this configuration; feedback pages) is safe whatever nbgrader's templates do (its
+    # formgrade and feedback templates render markdown cells without nbconvert's sanitizer, and nbconvert's
+    # renderer allows every link scheme): SafeMarkup runs on the notebook before the template, so a notebook
+    # graded before it existed is shown safely too, and the filters replace nbconvert's in whichever template
+    # is used (markdown cleaned after rendering, an image's size a number). No template_name is set here:
+    # generate_feedback would take it for its own.
+    c.HTMLExporter.preprocessors = [SafeMarkup]
+    c.HTMLExporter.filters = {"markdown2html": "autograder.safe_markup.markdown2html",
+                              "clean_html": "autograder.safe_markup.clean_html",
+                              "get_metadata": "autograder.safe_markup.get_metadata"}
 
     # `nbgrader export --exporter=autograder.export.PerCheckExport --to checks.csv`: one column per check (it
     # needs no settings: it reads the course's folders from the export command's CourseDirectory).

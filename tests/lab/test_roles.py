@@ -6,6 +6,11 @@ correct one, bob one that divides the variance by D-1), run the notebook, press 
 instructor collects, autogrades from the formgrader with the course's configuration, reads the autograded
 notebook, and generates and releases feedback; each student fetches their own feedback. Every step is
 photographed into _build/test-output/lab/.
+
+bob's hand-in also carries a hostile markdown cell (issue 44: script in the formgrader, a script link, a remote
+tracking image): wherever the instructor reads his notebook (the formgrader, his feedback page) and where bob
+reads his feedback, it must do nothing. Every request either browser makes to a URL naming "pwned" is
+recorded (a context-wide listener: every tab and frame), and none may happen.
 """
 
 from __future__ import annotations
@@ -47,6 +52,27 @@ MISCONCEPTION = "divides by D-1"
 HIDDEN_MARKER = "BEGIN HIDDEN TESTS"
 HIDDEN_SOURCE = "check_example([2.0, 4.0, 6.0, 8.0]"       # a line of the hidden tests of test_worked_example
 TIMEOUT = 120_000         # ms: a click that runs a kernel or nbgrader on a busy 2-core machine
+# A markdown cell bob adds to his notebook: each part tries to reach a URL naming "pwned" (the instructor's
+# contents API among them, to write a file into the course), or to mark the page. None may.
+HOSTILE_MARKDOWN = (
+    "Hostile markdown (issue 44): "
+    """<img src="x" onerror="window.name='PWNED'; document.title='PWNED'; fetch('/api/contents/pwned-onerror.txt', """
+    """{method: 'PUT', body: JSON.stringify({type: 'file', format: 'text', content: 'x'})})"> """
+    """<svg onload="fetch('/pwned-svg')"></svg> <script>fetch('/pwned-script')</script> """
+    """<iframe src="/pwned-iframe"></iframe> <meta http-equiv="refresh" content="0;url=/pwned-refresh"> """
+    """<style>body { background: url(/pwned-style.png) }</style> """
+    """[a script link](javascript:fetch('/pwned-link')) ![a tracking image](http://tracker.invalid/pwned.png) """
+    """<a href="//tracker.invalid/pwned">scheme-relative</a> $\\sigma^2$"""
+)
+HOSTILE_TEXT = "Hostile markdown (issue 44)"
+IN_A_FRAME = " (from a frame)"      # a request the feedback viewer's frame made, not the JupyterLab page
+# What in a page could have run the cell: its handlers, frames and refreshes, script and scheme-relative links.
+ACTIVE = ("[onerror], [onload], iframe, meta[content*='pwned' i], a[href^='javascript' i], a[href^='//'], "
+          "img[src*='pwned' i], [style*='pwned' i]")
+# Any attribute, script or style naming the payload's "pwned" (an http(s) link's address aside: a link is a link).
+NAMED = """() => [...document.querySelectorAll('*')].filter(e =>
+    [...e.attributes].some(a => /pwned/i.test(a.value) && !(e.tagName == 'A' && a.name == 'href' && /^https?:/i.test(a.value)))
+    || ['SCRIPT', 'STYLE'].includes(e.tagName) && /pwned/i.test(e.textContent)).map(e => e.outerHTML.slice(0, 300))"""
 
 _shots = iter(range(1, 100))
 
@@ -64,6 +90,9 @@ class Lab:
         self.page = self.context.new_page()
         self.errors: list[str] = []
         self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.pwned: list[str] = []        # every request to a URL naming "pwned", from any tab or frame
+        self.context.on("request", lambda request: "pwned" in request.url.lower() and self.pwned.append(
+            f"{request.method} {request.url}" + (IN_A_FRAME if request.frame.parent_frame else "")))
         self.page.goto(server.lab(), wait_until="commit")
 
     def ready(self) -> "Lab":
@@ -287,6 +316,27 @@ def test_a_buggy_answer_fails_validate_naming_the_misconception(people, servers)
     assert MISCONCEPTION in message, message
 
 
+def test_bob_adds_a_hostile_markdown_cell_to_his_notebook(people):
+    """Written into the file he hands in (an editor outside JupyterLab can write anything there)."""
+    path = people["bob"].server.work / ASSIGNMENT / NOTEBOOK
+    notebook = nbformat.read(path, as_version=4)
+    notebook.cells.insert(1, nbformat.v4.new_markdown_cell(HOSTILE_MARKDOWN))
+    nbformat.write(notebook, path)
+
+
+def assert_inert(page, person: Lab, where: str) -> None:
+    """bob's hostile cell is on `page` as text and did nothing there."""
+    page.wait_for_timeout(500)                 # what an onerror or a refresh would do, it has done by now
+    assert person.pwned == [], f"{where}: the hostile cell made requests: {person.pwned}"
+    assert [frame.url for frame in page.frames if "pwned" in frame.url] == [], where
+    page.get_by_text(HOSTILE_TEXT).first.wait_for(timeout=TIMEOUT)
+    active = page.locator(ACTIVE)
+    assert active.count() == 0, f"{where}: {[active.nth(i).evaluate('e => e.outerHTML') for i in range(active.count())]}"
+    assert page.evaluate(NAMED) == [], where
+    assert "PWNED" not in page.evaluate("[window.name, document.title]"), where
+    assert person.pwned == [], f"{where}: the hostile cell made requests: {person.pwned}"
+
+
 def test_both_submit_and_a_second_submission_keeps_both_timestamps(people):
     for name in ("ada", "bob"):
         submit(people[name])
@@ -335,6 +385,10 @@ def test_instructor_reads_the_autograded_notebook_with_hidden_tests_and_scores(p
             rows.nth(index).get_by_text("Submission #").click()
             break
     formgrader.locator(".nbgrader_cell").first.wait_for(timeout=TIMEOUT)
+    # bob's hostile markdown cell is shown as text in the instructor's formgrader, and did nothing: no script,
+    # no request (the contents API included: nothing was written into the course), no refresh, no remote image.
+    assert_inert(formgrader, people["instructor"], "the formgrader")
+    assert not list(people["instructor"].server.work.rglob("pwned*"))
     text = formgrader.locator("body").inner_text()
     formgrader.get_by_text(HIDDEN_MARKER).first.scroll_into_view_if_needed()
     shot(formgrader, "instructor-autograded-notebook")
@@ -352,6 +406,21 @@ def test_instructor_generates_and_releases_feedback(people, formgrader):
     row.locator(".release-feedback a").click()
     modal(formgrader, "Successfully released feedback")
     shot(formgrader, "instructor-released-feedback")
+
+
+def test_instructor_opens_bobs_feedback_and_his_hostile_markdown_does_nothing(people):
+    """The feedback page as the instructor opens it from the course's files, on the server's own origin."""
+    instructor = people["instructor"]
+    pages = list((instructor.server.work / "autograder" / "feedback" / "bob" / ASSIGNMENT).glob("*.html"))
+    assert len(pages) == 1, pages
+    page = instructor.context.new_page()
+    try:
+        page.goto(instructor.server.lab(f"files/{pages[0].relative_to(instructor.server.work).as_posix()}"))
+        assert_inert(page, instructor, "bob's feedback page, opened by the instructor")
+        shot(page, "instructor-bob-feedback")
+    finally:
+        page.close()
+    assert not list(instructor.server.work.rglob("pwned*"))
 
 
 @pytest.mark.parametrize("name, score", [("ada", f"{POINTS:g}"), ("bob", f"{BOB:g}")])
@@ -379,7 +448,11 @@ def test_each_student_fetches_only_their_own_feedback(people, name, score):
     assert (f"Score: {score}" in text or f"{score} / {POINTS:g}" in text
             or f"{score}.0 / {POINTS:.1f}" in text), text[:500]
     if name == "bob":
-        assert MISCONCEPTION in text
+        # His hostile cell is on his feedback page, inert. (His own JupyterLab, which reopens his notebook as
+        # it loads, shows his own remote image to him: the requests from its main frame are his own doing.)
+        assert MISCONCEPTION in text and HOSTILE_TEXT in text
+        assert frame.locator(ACTIVE).count() == 0
+        assert [request for request in student.pwned if request.endswith(IN_A_FRAME)] == [], student.pwned
     assert HIDDEN_MARKER not in text
 
 
