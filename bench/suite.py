@@ -1,4 +1,5 @@
-"""Benchmark 5, the suite, as CI runs it and as its budget is set (issue 29: 18 min on two cores): `.ci/run`
+"""Benchmark 5, the suite, as CI runs it and as its budget is set (decided: 25 min of wall time from a fresh
+clone, cold install included, on the machine it runs on; its CPU-seconds recorded beside it): `.ci/run`
 in a fresh clone of this repository's HEAD (committed work only), cold install included. The clone's
 `make` first builds the virtual environment and the npm packages (timed on their own: the cold install,
 uv's download cache used if it is there, as CI's cache would be, and the summary says whether it was),
@@ -74,9 +75,9 @@ def main(argv: list[str] | None = None) -> dict:
         outcome = next((line for line in reversed(tail) if re.search(r"\b(passed|failed|error)", line)), "")
         total = round(summary["install"]["wall_s"] + summary["test_command"]["wall_s"], 1)
         summary["test_command"].update(returncode=result.returncode, outcome=outcome.strip("= "),
-                                       fresh_clone_total_s=total, budget_s=18 * 60)
+                                       fresh_clone_total_s=total, budget_s=25 * 60)
         print(f"`.ci/run` after it: {summary['test_command']['wall_s']} s, {outcome.strip('= ')}; from the fresh "
-              f"clone {total} s in all (budget 18 min); load average {machine()['load_average']}")
+              f"clone {total} s in all (budget 25 min), {summary['test_command']['cpu_s']:.0f} CPU-s; load average {machine()['load_average']}")
         (SCRATCH / "suite" / "ci.log").write_text(result.stdout + result.stderr)
     save("test_command", summary)
     return summary
