@@ -44,7 +44,7 @@ MAX_DEPTH = 32               # a Jupyter message nests a few levels; Python's JS
 # A JSON string, escapes included, or an unterminated one to the end of the part: possessive, so that any input
 # is stripped in one linear pass (a string that never ends is not searched for again from each later quote).
 STRINGS = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
-NOT_BRACKETS = re.compile(rb"[^\[\]{}]")
+NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))      # deleted with bytes.translate: C speed
 
 
 def json_values(bare: list[bytes]) -> int:
@@ -59,7 +59,7 @@ def json_depth(bare: list[bytes]) -> int:
     deepest = 0
     for part in bare:
         level = 0
-        for bracket in NOT_BRACKETS.sub(b"", part):
+        for bracket in part.translate(None, NOT_BRACKETS):
             level += 1 if bracket in b"[{" else -1
             deepest = max(deepest, level)
     return deepest
