@@ -21,6 +21,7 @@ import time
 
 import nbformat
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from tools import grading
 from tools.course import COURSE
@@ -73,6 +74,9 @@ ACTIVE = ("[onerror], [onload], iframe, meta[content*='pwned' i], a[href^='javas
 NAMED = """() => [...document.querySelectorAll('*')].filter(e =>
     [...e.attributes].some(a => /pwned/i.test(a.value) && !(e.tagName == 'A' && a.name == 'href' && /^https?:/i.test(a.value)))
     || ['SCRIPT', 'STYLE'].includes(e.tagName) && /pwned/i.test(e.textContent)).map(e => e.outerHTML.slice(0, 300))"""
+
+# The input prompts of the notebook in view (`[ ]:`, `[*]:` or `[n]:`), as a JavaScript expression.
+PROMPTS = "[...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-InputPrompt')]"
 
 _shots = iter(range(1, 100))
 
@@ -157,7 +161,21 @@ class Lab:
         self.page.keyboard.insert_text(code)
 
     def run_all(self) -> None:
-        self.choose("Run", "Run All Cells")
+        # Run All on an idle kernel has, on a loaded machine, started nothing (every prompt stayed `[ ]`, the
+        # kernel idle: seen in two of four runs of the lab session). So the run must be seen to start (a cell
+        # queued or a new execution count) within a while, else the menu item is chosen once more: running
+        # every cell again changes nothing the tests read.
+        before = self.page.evaluate(f"() => ({PROMPTS}).map(p => p.textContent).join()")
+        for attempt in range(3):
+            self.choose("Run", "Run All Cells")
+            try:
+                self.page.wait_for_function(
+                    f"before => {{ const now = ({PROMPTS}).map(p => p.textContent); "
+                    "return now.some(t => t.includes('*')) || now.join() != before; }", arg=before, timeout=20_000)
+                break
+            except PlaywrightTimeoutError:
+                if attempt == 2:
+                    raise
         # The kernel is idle again when the toolbar's status says so and no cell shows [*].
         self.page.wait_for_function(
             """() => { const prompts = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-InputPrompt')];
