@@ -35,6 +35,9 @@ from autograder.verdict import Verdict
 from autograder.withhold import hidden_lines
 
 HERE = Path(__file__).resolve().parent
+# The guard's reply: a fingerprint of its watch list (grading_environment.WATCHED) and the rules broken, 6.8 KB
+# for assignment 1's master (measured). Nine times that, and nothing larger is parsed.
+GUARD_REPLY_CHARS = 64 * 2**10
 
 
 def hidden_courses(preprocessor) -> list[str]:
@@ -62,6 +65,11 @@ class SandboxKernelSpecs(KernelSpecManager):
             spec["argv"] = [*spec["argv"], os.pathsep.join(self.courses)]
             return self.kernel_spec_class(resource_dir=str(HERE), name=kernel_name, **spec)
         return super().get_kernel_spec(kernel_name)
+
+
+def execution_count(count):
+    """A kernel's execution count as nbformat allows it: a non-negative integer, else none."""
+    return count if isinstance(count, int) and not isinstance(count, bool) and 0 <= count < 2**31 else None
 
 
 class GuardedExecute(Execute):
@@ -184,6 +192,17 @@ class GuardedExecute(Execute):
     # --- one cell -----------------------------------------------------------------------------------
 
     def preprocess_cell(self, cell, resources, index):
+        cell, resources = self.run_cell_guarded(cell, resources, index)
+        if cell.cell_type == "code":
+            # Execution counts come from the kernel: one that is not a number (a string of markup, say) would be
+            # written unescaped into pages as the cell's prompt, or fail the notebook's validation.
+            cell.execution_count = execution_count(cell.get("execution_count"))
+            for out in cell.get("outputs", []):
+                if "execution_count" in out:
+                    out["execution_count"] = execution_count(out["execution_count"])
+        return cell, resources
+
+    def run_cell_guarded(self, cell, resources, index):
         if cell.cell_type != "code":
             return cell, resources
         if self._died_in:
@@ -244,9 +263,18 @@ class GuardedExecute(Execute):
         result = (reply or {}).get("content", {}).get("user_expressions", {}).get("guard", {})
         if result.get("status") != "ok":
             return None
+        text = (result.get("data") or {}).get("text/plain")
+        # The reply is the kernel's text: its size is checked before it is parsed (literal_eval holds about
+        # 500 bytes per byte of `0,`: an 8 MB reply took 4 GB of the grader's memory, outside every limit of
+        # the submission's). An oversized reply is no answer, which the verdict counts as tampering.
+        if not isinstance(text, str) or len(text) > GUARD_REPLY_CHARS:
+            if isinstance(text, str):
+                self.log.warning("the grading guard's reply is %d characters, over %d: not read", len(text),
+                                 GUARD_REPLY_CHARS)
+            return None
         try:
-            return ast.literal_eval(result["data"]["text/plain"])
-        except (ValueError, SyntaxError, KeyError, MemoryError, RecursionError):
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, OverflowError):
             return None
 
     # --- outputs --------------------------------------------------------------------------------------
@@ -281,4 +309,7 @@ class GuardedExecute(Execute):
     def process_message(self, msg, cell, cell_index):
         if msg.get("msg_type") == "update_display_data":
             return None              # rewriting an earlier output (for example a test cell's) is not allowed
+        content = msg.get("content")
+        if isinstance(content, dict) and "execution_count" in content:
+            content["execution_count"] = execution_count(content["execution_count"])
         return super().process_message(msg, cell, cell_index)

@@ -74,6 +74,19 @@ class BoundedNotebookExporter(NotebookExporter):
         return self.from_notebook_node(nbformat.v4.new_notebook(), resources=resources, **kw)
 
 
+def set_aside(stamp: Path, target: Path) -> None:
+    """Move `stamp` to `target`, which this cannot fail on for anything the hand-in holds: nbgrader swallows a
+    hook's exceptions and would then parse the file. Whatever the student put at `target` (a folder, say) is
+    moved out of the way first, to a name nothing holds; if the grader cannot move the file at all, it is
+    removed (the submitted folder is the instructor's copy of the hand-in, and the file held no time)."""
+    try:
+        if os.path.lexists(target):
+            os.replace(target, target.with_name(f"{target.name}.handed-in-{secrets.token_hex(8)}"))
+        os.replace(stamp, target)
+    except OSError:
+        os.unlink(stamp)
+
+
 def bound_timestamp(assignment=None, student=None, notebooks=(), **_) -> None:
     """The Autograde converter's pre-convert hook (c.Autograde.pre_convert_hook): before nbgrader parses a
     hand-in's timestamp.txt, one that is not a bounded time is moved aside, unread past its cap."""
@@ -82,7 +95,7 @@ def bound_timestamp(assignment=None, student=None, notebooks=(), **_) -> None:
         try:
             bounded.read_timestamp(stamp)
         except bounded.Refused as why:
-            os.replace(stamp, folder / handins.REFUSED_TIMESTAMP)
+            set_aside(stamp, folder / handins.REFUSED_TIMESTAMP)
             logging.getLogger("traitlets").warning(
                 "%s does not hold a time (%s): moved aside to %s; graded without a submission time", stamp, why,
                 handins.REFUSED_TIMESTAMP)

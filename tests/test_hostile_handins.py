@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import os
 import time
 import tracemalloc
 from pathlib import Path
@@ -193,6 +194,31 @@ def test_nbgraders_pre_convert_hook_moves_a_hostile_timestamp_aside_unread(tmp_p
     (folder / "timestamp.txt").write_text("2026-12-03 10:15:42.123456 UTC")     # a time stays where it is
     bound_timestamp(assignment=A, student="*", notebooks=[str(folder / NOTEBOOK)])
     assert (folder / "timestamp.txt").read_text().startswith("2026-12-03")
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("in_the_way", ["folder", "link", "file"])
+def test_the_hook_cannot_be_made_to_fail_by_what_the_hand_in_holds_at_the_aside_name(tmp_path, in_the_way):
+    """nbgrader swallows a hook's exceptions and then parses timestamp.txt itself: a folder handed in under the
+    name the hook moves the timestamp to made the move fail, and 2 MB of digits cost minutes of dateutil."""
+    from autograder.intake import bound_timestamp
+
+    folder = tmp_path / "submitted" / "student" / A
+    folder.mkdir(parents=True)
+    (folder / NOTEBOOK).write_bytes(b"{}")
+    (folder / "timestamp.txt").write_bytes(DIGITS)
+    aside = folder / handins.REFUSED_TIMESTAMP
+    if in_the_way == "folder":
+        aside.mkdir()
+        (aside / "keep").write_text("x")
+    elif in_the_way == "link":
+        aside.symlink_to("/etc")
+    else:
+        aside.write_text("2026-12-03 10:15:42 UTC")
+    bound_timestamp(assignment=A, student="*", notebooks=[str(folder / NOTEBOOK)])
+    assert not os.path.lexists(folder / "timestamp.txt")
+    assert aside.is_file() and not aside.is_symlink() and aside.stat().st_size == len(DIGITS)
+    assert len(list(folder.glob(f"{handins.REFUSED_TIMESTAMP}.handed-in-*"))) == 1   # the student's, kept aside
 
 
 # --- attack 9 and the class commands: one notebook never stops the report or the export ----------------------------

@@ -60,6 +60,31 @@ for count in (1_800_000, 1_800_000, 7_800_000, 7_800_000):
 '''
 WORKER_MEMORY_BOUND = 2**30          # a grading worker's peak, interpreter and libraries included
 
+# The guard's reply is the kernel's text, parsed by the grader after every test cell: a reply of 8 MB of `0,`
+# (within the message limits: one string) took the grader 4 GB and minutes per cell, outside every limit of
+# the submission's. Put into the guard's own list of broken rules, so no watched function changes.
+BIG_GUARD_REPLY = '''
+import sys as _sys
+_report = _sys.modules["_course_guard"].report
+_free = dict(zip(_report.__code__.co_freevars, (cell.cell_contents for cell in _report.__closure__)))
+class _Big:
+    def __repr__(self):
+        return "{" + "0," * 4_150_000 + "}"
+_free["broken"].append(_Big())
+'''
+
+# An execution count is the kernel's to send: one of markup would be written unescaped as the cell's prompt in
+# the formgrader's and feedback's templates (nbconvert's validation failed the whole notebook instead).
+MARKUP_PROMPT = '''
+kernel = get_ipython().kernel
+_prompt = "<img src=x onerror=alert(1)>"
+kernel.session.send(kernel.iopub_socket, "execute_input", {"code": "", "execution_count": _prompt},
+                    parent=kernel.get_parent("shell"))
+kernel.session.send(kernel.iopub_socket, "execute_result",
+                    {"data": {"text/plain": "1"}, "metadata": {}, "execution_count": _prompt},
+                    parent=kernel.get_parent("shell"))
+'''
+
 
 def master_with(code: str) -> nbformat.NotebookNode:
     """The master's answers, with `code` run at the end of the first answer cell."""
@@ -117,8 +142,9 @@ def launchers(root: psutil.Process) -> list[psutil.Process]:
 def test_a_message_flood_is_dropped_flagged_and_costs_no_classmate(course, tmp_path_factory):
     root = grading.copy_course(course, tmp_path_factory.mktemp("flood") / "course")
     # The flooder first, so that a classmate waits behind it on the same worker.
-    students = {"a-flooder": master_with(FLOOD), "a-json-bomb": master_with(JSON_BOMB), "honest": MASTER,
-                "honest-twin": MASTER, "no-answer": RELEASE}
+    students = {"a-flooder": master_with(FLOOD), "a-json-bomb": master_with(JSON_BOMB),
+                "a-big-guard-reply": master_with(BIG_GUARD_REPLY), "a-markup-prompt": master_with(MARKUP_PROMPT),
+                "honest": MASTER, "honest-twin": MASTER, "no-answer": RELEASE}
     for student, notebook in students.items():
         grading.submit(root, student, A, notebook)
     peaks: dict[int, int] = {}
@@ -136,6 +162,15 @@ def test_a_message_flood_is_dropped_flagged_and_costs_no_classmate(course, tmp_p
         assert "message limit reached" in flags(root, flooder), flooder
         printed = json.dumps(grading.autograded_notebook(root, A, flooder).cells)
         assert "the grader dropped them" in printed            # the student sees why, in the cell
+    # An oversized reply is not read: the guard gave no answer, which counts as tampering.
+    assert "tampering detected" in flags(root, "a-big-guard-reply")
+    assert total(root, "a-big-guard-reply")[0] < total(root, "honest")[0]
+    prompted = grading.autograded_notebook(root, A, "a-markup-prompt")
+    counts = [cell.get("execution_count") for cell in prompted.cells if cell.cell_type == "code"]
+    counts += [out.get("execution_count") for cell in prompted.cells for out in cell.get("outputs", [])
+               if "execution_count" in out]
+    assert all(count is None or isinstance(count, int) for count in counts), counts
+    assert total(root, "a-markup-prompt") == total(root, "honest")
     full = total(root, "honest")[1]
     for student in ("honest", "honest-twin"):
         assert total(root, student) == (full, full), student
