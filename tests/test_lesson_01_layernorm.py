@@ -55,3 +55,48 @@ def test_figure_caption_states_the_measured_spread_before_and_after(lesson):
     assert float(values["after_mean_gap"]) < 1e-5
     eps_gap = 1 - (low_std**2 / (low_std**2 + 1e-5)) ** 0.5           # the smallest token, eps in the root
     assert float(values["after_std_gap"]) == pytest.approx(eps_gap, rel=0.5)
+
+
+def lesson_function(notebook, name):
+    """The function `name` as the executed lesson defines it (its own source, run again here)."""
+    import ast
+
+    import nbformat
+    import torch
+
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        if cell.cell_type != "code" or f"def {name}(" not in cell.source:
+            continue
+        tree = ast.parse(cell.source)
+        definition = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name)
+        namespace = {"torch": torch}
+        exec(compile(ast.Module(body=[definition], type_ignores=[]), str(notebook), "exec"), namespace)
+        return namespace[name]
+    raise AssertionError(f"the lesson defines no {name}()")
+
+
+def test_rmsnorm_parameter_counts_are_torchs(lesson):
+    """RMSNorm keeps gamma only: D parameters against LayerNorm's 2D, at GPT-2 small's width 768."""
+    import torch
+
+    values = glued_text(lesson)
+    width = glued_value(values["norm_width"])
+    assert width == 768
+    assert glued_value(values["rmsnorm_params"]) == sum(p.numel() for p in torch.nn.RMSNorm(width).parameters())
+    assert glued_value(values["layernorm_params"]) == sum(p.numel() for p in torch.nn.LayerNorm(width).parameters())
+    assert (glued_value(values["rmsnorm_params"]), glued_value(values["layernorm_params"])) == (768, 1536)
+
+
+def test_the_lessons_rmsnorm_matches_torch_rmsnorm(lesson):
+    import torch
+
+    assert float(glued_value(glued_text(lesson)["rms_max_diff"])) < 1e-5
+    rmsnorm = lesson_function(lesson, "rmsnorm")
+    generator = torch.Generator().manual_seed(1)
+    for width in (1, 7, 768):
+        x = torch.randn(3, 5, width, generator=generator) * 4 + 1
+        module = torch.nn.RMSNorm(width, eps=1e-5)
+        with torch.no_grad():
+            module.weight.copy_(torch.randn(width, generator=generator))
+            torch.testing.assert_close(rmsnorm(x, module.weight), module(x))
+            torch.testing.assert_close(rmsnorm(x, module.weight, eps=1e-5), module(x))

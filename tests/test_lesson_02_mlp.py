@@ -60,3 +60,27 @@ def test_sqrt_two_over_pi_matches_the_slope_at_zero_not_a_fit(lesson):
     values = glued_text(lesson)
     assert glued_value(values["slopes_match"]) is True
     assert glued_value(values["slope_at_zero"]) == "0.39894"
+
+
+def test_the_python_tab_computes_the_lessons_gelu(lesson):
+    """The Python tab (book/code/gelu.py, plain Python on one vector) and the lesson's executed gelu_tanh
+    are the same function, to float64 rounding."""
+    import ast
+    import importlib.util
+    import math
+
+    import nbformat
+    import torch
+
+    source = next(cell.source for cell in nbformat.read(lesson, as_version=4).cells
+                  if cell.cell_type == "code" and "def gelu_tanh(" in cell.source)
+    definition = next(node for node in ast.parse(source).body
+                      if isinstance(node, ast.FunctionDef) and node.name == "gelu_tanh")
+    namespace = {"torch": torch, "math": math}
+    exec(compile(ast.Module(body=[definition], type_ignores=[]), str(lesson), "exec"), namespace)
+    spec = importlib.util.spec_from_file_location("book_code_gelu", COURSE.root / "book" / "code" / "gelu.py")
+    tab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tab)
+    grid = torch.linspace(-8, 8, 2001, dtype=torch.float64)
+    torch.testing.assert_close(torch.tensor(tab.gelu_tanh(grid.tolist()), dtype=torch.float64),
+                               namespace["gelu_tanh"](grid), rtol=1e-12, atol=1e-12)
