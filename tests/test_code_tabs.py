@@ -190,18 +190,22 @@ fn main() {
 """
 
 
+def build(folder: Path, compiler: str, source: str, text: str, flags: list[str]) -> Path:
+    """Write the driver `source` (holding `text`) into `folder`, compile it with `flags`; the program."""
+    (folder / source).write_text(text)
+    program = folder / Path(source).stem
+    run = subprocess.run([compiler, *flags, str(folder / source), "-o", str(program)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return program
+
+
 @pytest.fixture(scope="module")
 def cpp_program(tmp_path_factory) -> Path:
     compiler = tool("g++")
     if compiler is None:
         pytest.skip("g++ is not installed (not on PATH): the C++ tabs cannot be compiled here")
-    folder = tmp_path_factory.mktemp("cpp")
-    (folder / "driver.cpp").write_text(CPP_DRIVER)
-    program = folder / "driver"
-    run = subprocess.run([compiler, "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(CODE),
-                          str(folder / "driver.cpp"), "-o", str(program)], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    return program
+    return build(tmp_path_factory.mktemp("cpp"), compiler, "driver.cpp", CPP_DRIVER,
+                 ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(CODE)])
 
 
 @pytest.fixture(scope="module")
@@ -209,13 +213,8 @@ def rust_program(tmp_path_factory) -> Path:
     compiler = tool("rustc")
     if compiler is None:
         pytest.skip("rustc is not installed (neither on PATH nor in ~/.cargo/bin): the Rust tabs cannot be compiled")
-    folder = tmp_path_factory.mktemp("rust")
-    (folder / "main.rs").write_text(RUST_DRIVER.replace("@CODE@", CODE.as_posix()))
-    program = folder / "main"
-    run = subprocess.run([compiler, "-O", "--edition", "2021", "-D", "warnings", str(folder / "main.rs"),
-                          "-o", str(program)], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    return program
+    return build(tmp_path_factory.mktemp("rust"), compiler, "main.rs", RUST_DRIVER.replace("@CODE@", CODE.as_posix()),
+                 ["-O", "--edition", "2021", "-D", "warnings"])
 
 
 def numbers(tensor: torch.Tensor) -> str:
