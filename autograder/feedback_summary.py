@@ -35,6 +35,8 @@ from nbformat.v4 import new_markdown_cell
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Int, Unicode
 
+from autograder.cells import course_directory
+
 SUMMARY = "course_feedback_summary"      # metadata key that marks the summary cell
 UNANSWERED = "NotImplementedError"       # what a release's stub raises: the answer was left as it was given
 
@@ -248,13 +250,12 @@ class FeedbackSummary(NbGraderPreprocessor):
         return nb, resources
 
     def coursedir(self):
-        parent = self.parent
-        while parent is not None:
-            coursedir = getattr(parent, "coursedir", None)
-            if coursedir is not None and getattr(coursedir, "root", None):
-                return coursedir
-            parent = parent.parent
-        return None
+        """nbgrader's CourseDirectory (cells.course_directory), or None outside a converter or without a root."""
+        try:
+            coursedir = course_directory(self)
+        except RuntimeError:
+            return None
+        return coursedir if getattr(coursedir, "root", None) else None
 
     def course_root(self) -> Path | None:
         coursedir = self.coursedir()
