@@ -78,7 +78,7 @@ if solution is not None:
 
 # Reaches for the grader's own descriptors through /proc/self/fd: reads what they hold (under the class
 # grader, the workers' log with classmates' ids), writes a forged log line, a terminal title and clipboard
-# escape sequence and 8 MB, and tries to change the log's mode.
+# escape sequence and 2 MB, and tries to change the log's mode.
 FORGED = "grade_class: FORGED-LINE every submission graded"
 GRABS_THE_GRADERS_DESCRIPTORS = r'''
 import os
@@ -98,15 +98,16 @@ for fd in (0, 1, 2):
         os.fchmod(fd, 0o666)
     except OSError:
         pass
+# Printed first, in a message of its own: what is written below may come back as output too large to keep.
+print("descriptors:", seen)
+print("read from them:", len(read), read[:200], flush=True)
 for fd in (1, 2):
     try:
         os.write(fd, b"\n\x1b]0;owned\x07\x1b]52;c;ZWNobyBvd25lZA==\x07{forged}\n")
-        for _ in range(128):
+        for _ in range(32):
             os.write(fd, b"z" * 65536)
     except OSError:
         pass
-print("descriptors:", seen)
-print("read from them:", len(read), read[:200])
 '''.replace("{forged}", FORGED)
 
 
@@ -189,7 +190,7 @@ def test_a_kernel_holds_no_descriptor_of_the_graders_and_its_output_reaches_the_
     assert b"\x1b" not in content and b"\x07" not in content            # no escape sequence reached it
     forged = [line for line in content.decode(errors="replace").splitlines() if FORGED in line]
     assert forged and all(line.startswith("[grading kernel ") for line in forged), forged
-    # The kernel wrote 16 MB; the log keeps at most sandboxed_kernel.STDIO_BYTES of it, escaped (4 bytes a
+    # The kernel wrote 4 MB; the log keeps at most sandboxed_kernel.STDIO_BYTES of it, escaped (4 bytes a
     # byte at most) and prefixed, plus what the workers themselves logged.
     from autograder.sandboxed_kernel import STDIO_BYTES
     assert content.count(b"z" * 1024) <= STDIO_BYTES // 1024 and len(content) < 8 * STDIO_BYTES + 2**20
