@@ -48,3 +48,16 @@ def test_every_block_lengthens_the_stream_as_the_caption_says(lesson):
     assert glued_value(values["stream_norm_every_block_adds"]) is True
     assert float(glued_value(values["stream_norm_first_step"])) > 0
     assert float(glued_value(values["stream_norm_last_step"])) > 0
+
+
+def test_dropout_places_are_gpt1s_three_as_hugging_face_and_the_reference_model_have_them(lesson):
+    """The page attributes the three places and the rate of 0.1 to GPT-1's paper and Hugging Face's
+    GPT2Config (OpenAI's GPT-2 code has no dropout): the defaults are read from the library, and the
+    reference model has one dropout module on the embeddings and two in each block."""
+    values = glued_text(lesson)
+    assert glued_value(values["hf_dropout_rates"]) == "embd_pdrop = 0.1, attn_pdrop = 0.1, resid_pdrop = 0.1"
+    assert glued_value(values["dropout_modules"]) == [
+        "drop", "blocks.0.attn.attn_drop", "blocks.0.drop", "blocks.1.attn.attn_drop", "blocks.1.drop"]
+    source = " ".join((COURSE.root / "book" / "04-block.md").read_text().split())
+    assert "GPT-2 applies it in three places" not in source
+    assert "{footcite:p}`radford2018improving`" in source and "{footcite:p}`openai2019gpt2code`" in source

@@ -158,3 +158,12 @@ def test_loss_curve_caption_most_of_the_descent_comes_first(values):
     """The caption says the loss falls steeply at first, then flattens: most of the drop by step 100."""
     assert float(values["final_loss"]) < float(values["loss_step_100"])
     assert int(values["drop_by_step_100"].rstrip("%")) > 50
+
+
+@pytest.mark.quick
+def test_torch_compile_paragraph_claims_no_cost_the_page_does_not_measure():
+    """Issue #40: the page times no compiled model, so it states no cost or saving of torch.compile."""
+    source = " ".join(LESSON.read_text().split())
+    paragraph = source[source.index("**`torch.compile`** saves time."):source.index("## Check your understanding")]
+    assert "would cost more than it saves" not in paragraph
+    assert not re.search(r"\d", paragraph.replace("{footcite:p}`ansel2024pytorch`", "")), paragraph
