@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -90,6 +91,25 @@ def build(output: Path | None = None, workers: int | None = None, force: bool = 
     return output / "_build" / "html"
 
 
+INCLUDE = re.compile(r"^```\{literalinclude\}\s+(?P<path>\S+)\n(?P<options>(?::[\w-]+:.*\n)*)```$", re.MULTILINE)
+TAB_ITEM = re.compile(r"^:{3,}\{tab-item\}\s*(?P<title>.+)$", re.MULTILINE)
+TAB_MARKUP = re.compile(r"^(?::{3,}(?:\{tab-set\})?|:sync(?:-group)?:.*)(?:\n|\Z)", re.MULTILINE)
+
+
+def for_notebook(markdown: str, folder: Path) -> str:
+    """A lesson's Markdown cell as Jupyter and Colab show it, which know no MyST directives: each file
+    a `literalinclude` names is written out as a fenced block of its language, and each tab of a
+    tab-set becomes a bold title over its content (every language, one after another)."""
+    def included(match: re.Match) -> str:
+        language = re.search(r"^:language:\s*(\S+)", match["options"], re.MULTILINE)
+        code = (folder / match["path"]).read_text(encoding="utf-8").rstrip("\n")
+        return f"```{language[1] if language else ''}\n{code}\n```"
+
+    markdown = INCLUDE.sub(included, markdown)
+    markdown = TAB_ITEM.sub(lambda match: f"**{match['title'].strip()}**\n", markdown)
+    return TAB_MARKUP.sub("", markdown)
+
+
 def export_notebooks(dest: Path) -> Path:
     """The lessons as unexecuted .ipynb files (what Colab can open), with what they need beside them:
     the quizzes they load and the reference package they import. The deploy workflow publishes this
@@ -101,7 +121,11 @@ def export_notebooks(dest: Path) -> Path:
     for lesson in COURSE.lessons():
         target = dest / lesson.relative_to(root).with_suffix(".ipynb")
         target.parent.mkdir(parents=True, exist_ok=True)
-        jupytext.write(jupytext.read(lesson), target, fmt="ipynb")
+        notebook = jupytext.read(lesson)
+        for cell in notebook.cells:
+            if cell.cell_type == "markdown":
+                cell.source = for_notebook(cell.source, lesson.parent)
+        jupytext.write(notebook, target, fmt="ipynb")
     for folder in ("book/quizzes", "gptcourse"):
         if (root / folder).exists():
             shutil.copytree(root / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__"))
