@@ -171,7 +171,7 @@ def write_folder(folder: Path, files: dict[str, tuple[bytes, int]]) -> None:
 class SubmissionRows:
     """What nbgrader's autograde wrote to the gradebook for one submission."""
     timestamp: object = None                                  # a datetime, or None
-    notebooks: dict[str, dict] = field(default_factory=dict)  # name -> flagged, penalty, grades, comments
+    notebooks: dict[str, dict] = field(default_factory=dict)  # name -> penalty, grades, comments
 
 
 def read_rows(gradebook, assignment: str, student: str) -> SubmissionRows | None:
@@ -184,7 +184,7 @@ def read_rows(gradebook, assignment: str, student: str) -> SubmissionRows | None
     rows = SubmissionRows(submission.timestamp)
     for notebook in submission.notebooks:
         rows.notebooks[notebook.name] = {
-            "flagged": notebook.flagged, "late_submission_penalty": notebook.late_submission_penalty,
+            "late_submission_penalty": notebook.late_submission_penalty,
             "grades": {grade.name: grade.auto_score for grade in notebook.grades},
             "comments": {comment.name: comment.auto_comment for comment in notebook.comments},
         }
@@ -193,8 +193,9 @@ def read_rows(gradebook, assignment: str, student: str) -> SubmissionRows | None
 
 def write_rows(gradebook, assignment: str, student: str, rows: SubmissionRows) -> None:
     """Copy a worker's rows into the course's gradebook (committed at once). Only what autograde writes is
-    written: manual scores and comments a grader gave stay, and a cell with a manual score is marked for
-    review again, as `nbgrader autograde` marks it."""
+    written: the flag, manual scores and comments a grader gave in the formgrader stay (the worker's
+    gradebook is a fresh copy, whose flag is always down), and a cell with a manual score is marked for
+    review again, as `nbgrader autograde --force` leaves them."""
     gradebook.update_or_create_student(student)
     if rows.timestamp is not None:
         gradebook.update_or_create_submission(assignment, student, timestamp=rows.timestamp)
@@ -202,7 +203,6 @@ def write_rows(gradebook, assignment: str, student: str, rows: SubmissionRows) -
         gradebook.update_or_create_submission(assignment, student)
     for name, notebook in rows.notebooks.items():
         row = gradebook.find_submission_notebook(name, assignment, student)
-        row.flagged = notebook["flagged"]
         row.late_submission_penalty = notebook["late_submission_penalty"]
         for cell, score in notebook["grades"].items():
             grade = gradebook.find_grade(cell, name, assignment, student)

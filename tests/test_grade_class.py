@@ -96,3 +96,38 @@ def test_the_command_regrades_only_when_forced_and_shows_progress(ours, graded):
     assert "autograding: 100%" in forced.stderr and "1/1" in forced.stderr      # tqdm's progress bar
     assert json.loads((root / "summary.json").read_text())["graded"] == 1
     assert grading.cell_scores(root, ASSIGNMENT, solution) == graded.scores(ASSIGNMENT, solution)
+
+
+def test_a_regrade_keeps_what_the_instructor_set_in_the_formgrader(ours, graded):
+    """The flag, a manual score and a manual comment an instructor gave in the formgrader survive a forced
+    regrade by either front door, the class grader and the course's `nbgrader autograde --force`, as stock
+    nbgrader keeps them; the cell with a manual score is marked for review again, and the automatic scores
+    are the grader's."""
+    from nbgrader.api import Gradebook
+
+    course, student = Course(ours), students()[2]
+    notebook = COURSE.master_notebook(ASSIGNMENT).stem
+    with Gradebook(course.db_url, course.course_id) as gradebook:
+        row = gradebook.find_submission_notebook(notebook, ASSIGNMENT, student)
+        row.flagged = True
+        grade, comment = row.grades[0], row.comments[0]
+        grade.manual_score, comment.manual_comment = 0.5, "See me about this cell."
+        cells = grade.name, comment.name
+        gradebook.db.commit()
+
+    def kept(front_door: str) -> None:
+        with Gradebook(course.db_url, course.course_id) as gradebook:
+            row = gradebook.find_submission_notebook(notebook, ASSIGNMENT, student)
+            grade = gradebook.find_grade(cells[0], notebook, ASSIGNMENT, student)
+            comment = gradebook.find_comment(cells[1], notebook, ASSIGNMENT, student)
+            assert row.flagged, f"{front_door} lowered the instructor's flag"
+            assert grade.manual_score == 0.5 and grade.needs_manual_grade, front_door
+            assert comment.manual_comment == "See me about this cell.", front_door
+        assert grading.cell_scores(ours, ASSIGNMENT, student) == {
+            **graded.scores(ASSIGNMENT, student), cells[0]: (0.5, graded.scores(ASSIGNMENT, student)[cells[0]][1])}
+
+    summary = grade_class.grade_class(ours, [ASSIGNMENT], students=[student], force=True, progress=False)
+    assert summary["graded"] == 1
+    kept("grade_class")
+    grading.nbgrader(ours, "autograde", ASSIGNMENT, "--student", student, "--force")
+    kept("nbgrader autograde")
