@@ -181,17 +181,20 @@ def test_clipping_caps_the_norm_and_the_verdict_matches_the_measurements(values)
     assert values["clear_verdict"].startswith(expected)
 
 
-def test_adams_first_step_is_the_rate_and_clipping_alone_shrinks_the_spike(values):
-    """The update panel's prose: the first step is the rate itself with or without clipping (Adam divides
-    the gradient by its own size); at the first step above the threshold, clipping alone shrinks the update."""
+def test_adams_first_step_is_the_rate_and_clipping_keeps_out_the_jump_and_the_stall(values):
+    """The update prose: the first step is the rate itself with or without clipping (Adam divides the
+    gradient by its own size). In the isolated spike: the same steps before it; unclipped, a jump towards
+    Adam's bound at the spike, more movement in the next ten steps, and a stall 50 to 150 steps later;
+    clipped, none of these."""
     assert values["update_firsts"] == pytest.approx([1.0, 1.0], abs=0.01)
     assert float(values["update_first"]) == pytest.approx(1.0, abs=0.01)
-    # The runs are the same up to the first step above the threshold; there, clipping alone moves the
-    # weights less ("the spike, clipped, moves the weights less").
-    assert values["same_until_spike"] < 1e-6
-    unclipped, clipped = values["spike_updates"]
-    assert clipped < unclipped
-    assert float(values["spike_norm"]) > 1.0 and values["spike_step"] >= 0
+    table = values["spike_table"]
+    assert table["before"][0] == pytest.approx(table["before"][1])
+    assert table["spike"][0] > 1.5 and table["spike"][0] < float(values["adam_bound"]) + 0.05
+    assert table["spike"][1] < 1.2 < table["spike"][0]
+    assert table["next 10"][0] > 1.5 * table["next 10"][1]
+    assert table["50 to 150 after"][0] < 0.8 * table["50 to 150 after"][1]
+    assert table["50 to 150 after"][1] == pytest.approx(table["before"][1], rel=0.25)
 
 
 def test_flops_per_token_and_mfu(values):
