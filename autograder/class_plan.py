@@ -16,7 +16,7 @@ from autograder import bounded
 from autograder.grading_worker import Outcome
 
 if TYPE_CHECKING:
-    from tools.course import Course
+    from autograder.course import Course
 
 
 @dataclass

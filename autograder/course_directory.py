@@ -1,7 +1,7 @@
 """Where the course keeps everything nbgrader reads and writes: nbgrader's CourseDirectory settings.
 
-A traitlets configuration file, loaded by nbgrader_config.py (`load_subconfig`) and by the course's own
-tools (`tools.course.Course`), so the course id, the folders and the gradebook's address are written down
+A traitlets configuration file, loaded by nbgrader_config.py (`load_subconfig`) and by the grading
+package's `autograder.course.Course`, so the course id, the folders and the gradebook's address are written down
 once. Paths are relative to the course root, the folder above this one, so a copy of the course (a scratch
 course in the tests, a grading machine) describes itself. Loading this file changes nothing on disk.
 """
@@ -20,7 +20,7 @@ c.CourseDirectory.submitted_directory = "autograder/submitted"
 c.CourseDirectory.autograded_directory = "autograder/autograded"
 c.CourseDirectory.feedback_directory = "autograder/feedback"
 # Any SQLAlchemy URL works (a shared PostgreSQL server, say); a course's own SQLite file by default. nbgrader
-# does not create the file's folder: the course's tools do (tools.course.Course.prepare).
+# does not create the file's folder: the course's tools do (autograder.course.Course.prepare).
 c.CourseDirectory.db_url = f"sqlite:///{HERE / 'gradebook' / 'gradebook.db'}"
 # A local exchange folder, so release -> fetch -> submit -> collect works on one machine.
 c.Exchange.root = str(HERE / "exchange")

@@ -60,7 +60,7 @@ from autograder.cluster import NoWorkerLeft, as_finished, cluster_client, worker
 from autograder.grading_environment import ORIGINAL_COURSE_VARIABLE, grading_variables
 from autograder.grading_kit import build_kit, handed_in_files, kit_contents, prepare_gradebook, record
 from autograder.grading_worker import Outcome, grade_submission
-from tools.course import REPO, Course, kernel_threads, tool_env, venv_on_path
+from autograder.course import REPO, Course, kernel_threads, tool_env, venv_on_path
 
 LOG_NAME = "grade_class.log"          # beside the gradebook
 

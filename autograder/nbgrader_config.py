@@ -42,7 +42,7 @@ def configure(c):
     HERE = Path(__file__).resolve().parent
 
     # The course id, nbgrader's folders, the gradebook's URL and the exchange: course_directory.py, which the
-    # course's tools read as well (tools.course.Course). The plugins read their folders from nbgrader's
+    # course's tools read as well (autograder.course.Course). The plugins read their folders from nbgrader's
     # CourseDirectory too.
     load_subconfig(str(HERE / "course_directory.py"))  # noqa: F821 (provided by traitlets)
 
