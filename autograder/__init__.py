@@ -12,7 +12,8 @@ folder follows one submission through it and names the module for each step.
   export (one column per check); cells, what they all read of a notebook.
 - sandboxed_kernel, cgroups, kernel_relay, kernel_startup: the kernel every submission runs in.
 - feedback_summary, feedback_math: the feedback pages.
-- grade_class, class_plan, grading_kit, cluster, grading_worker: the class grader on Dask.
+- grade_class, class_plan, grading_kit, cluster, grading_worker, record: the class grader on Dask (record is
+  the one writer of the course's gradebook and autograded/ folder).
 """
 
 # The files that describe one course to nbgrader, in its autograder/ folder (traitlets reads them; they are

@@ -21,6 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 AUTOGRADER = "autograder"                       # nbgrader runs from here, where nbgrader_config.py is
 LAYOUT_CONFIG = "course_directory.py"           # nbgrader's CourseDirectory settings
+GRADING_CONFIG = "nbgrader_config.py"           # the whole grading configuration (it loads the layout)
 
 
 class Course:
@@ -45,6 +46,13 @@ class Course:
         from traitlets.config.loader import PyFileConfigLoader
 
         return PyFileConfigLoader(LAYOUT_CONFIG, path=str(self.autograder)).load_config()
+
+    def grading_config(self):
+        """The course's whole nbgrader configuration (autograder/nbgrader_config.py, which loads the layout
+        above), as `nbgrader autograde` reads it: a fresh copy at each call, read from the file."""
+        from traitlets.config.loader import PyFileConfigLoader
+
+        return PyFileConfigLoader(GRADING_CONFIG, path=str(self.autograder)).load_config()
 
     @cached_property
     def coursedir(self):

@@ -58,8 +58,9 @@ from traitlets.config import Application, LoggingConfigurable
 from autograder.class_plan import Unit, plan, unit_timeout, unreadable_timestamp
 from autograder.cluster import NoWorkerLeft, as_finished, cluster_client, worker_count
 from autograder.grading_environment import ORIGINAL_COURSE_VARIABLE, grading_variables
-from autograder.grading_kit import build_kit, handed_in_files, kit_contents, prepare_gradebook, record
+from autograder.grading_kit import build_kit, handed_in_files, kit_contents
 from autograder.grading_worker import Outcome, grade_submission
+from autograder.record import prepare_gradebook, record
 from autograder.course import REPO, Course, kernel_threads, tool_env, venv_on_path
 
 LOG_NAME = "grade_class.log"          # beside the gradebook
@@ -176,7 +177,11 @@ class ClassGrader(LoggingConfigurable):
                     except Exception as exc:            # the task failed on every worker it ran on
                         outcome = Outcome(unit.assignment, unit.student, False, 0.0, "", describe_failure(exc, alone))
                     else:
-                        record(course, outcome)
+                        try:
+                            record(course, outcome, self.config)
+                        except Exception as exc:     # a result the gradebook's writers refused: that student's
+                            outcome = Outcome(unit.assignment, unit.student, False, outcome.seconds, outcome.worker,
+                                              f"its result could not be recorded: {describe_failure(exc)}")
                     future.release()
                     results.append(outcome)
                     return True
@@ -233,14 +238,16 @@ def grade_class(root: Path, assignments: list[str], **settings) -> dict:
     """Grade every submission of `assignments` in the course at `root` that is not graded yet and return a
     summary; `settings` are ClassGrader's traits (workers, force, students, scheduler, progress, worker_wait,
     env). A run that loses every worker for `worker_wait` seconds raises NoWorkerLeft (what was graded by
-    then is kept). A setting given as None keeps its default. The course's nbgrader_config.py is not read
-    here (the command reads it): pass what it would set."""
+    then is kept). A setting given as None keeps what the course's nbgrader_config.py sets, which is read
+    here as the command reads it (its `c.ClassGrader` settings, the late policy the gradebook's writers
+    apply); a setting given here wins, as the command line does."""
     unknown = sorted(set(settings) - set(ClassGrader.class_trait_names(config=True)))
     if unknown:
         raise TypeError(f"grade_class() has no setting {', '.join(unknown)}; ClassGrader's are "
                         f"{', '.join(sorted(ClassGrader.class_trait_names(config=True)))}")
     settings = {name: value for name, value in settings.items() if value is not None}
-    return ClassGrader(course_root=str(root), **settings).grade(assignments)
+    config = Course(Path(root)).grading_config()
+    return ClassGrader(config=config, course_root=str(root), **settings).grade(assignments)
 
 
 def refusal(course: Course, unit: Unit) -> Outcome | None:

@@ -5,9 +5,9 @@ course's nbgrader configuration (its two files in `autograder/`; the code they l
 masters and the releases of the assignments being graded, and a small SQLite gradebook that holds only
 those assignments' definitions (their cells and the source of every locked cell, which nbgrader restores
 before grading). Each task then carries one student's submitted files. The worker grades into its own
-copy of that small gradebook and sends back the rows nbgrader's autograde wrote for the submission and
-the autograded folder; the client, the only process that writes the course's gradebook (SQLite or any
-SQLAlchemy URL nbgrader accepts) and its `autograded/` folder, copies them in.
+copy of that small gradebook and sends back the autograded folder; the client, the only process that
+writes the course's gradebook (SQLite or any SQLAlchemy URL nbgrader accepts) and its `autograded/`
+folder, runs nbgrader's gradebook writers on it (record.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import io
 import os
 import tarfile
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from autograder import CONFIGURATION_FILES
@@ -165,85 +165,3 @@ def write_folder(folder: Path, files: dict[str, tuple[bytes, int]]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content)
         path.chmod(mode)
-
-
-@dataclass
-class SubmissionRows:
-    """What nbgrader's autograde wrote to the gradebook for one submission."""
-    timestamp: object = None                                  # a datetime, or None
-    notebooks: dict[str, dict] = field(default_factory=dict)  # name -> penalty, grades, comments
-
-
-def read_rows(gradebook, assignment: str, student: str) -> SubmissionRows | None:
-    from nbgrader.api import MissingEntry
-
-    try:
-        submission = gradebook.find_submission(assignment, student)
-    except MissingEntry:
-        return None
-    rows = SubmissionRows(submission.timestamp)
-    for notebook in submission.notebooks:
-        rows.notebooks[notebook.name] = {
-            "late_submission_penalty": notebook.late_submission_penalty,
-            "grades": {grade.name: grade.auto_score for grade in notebook.grades},
-            "comments": {comment.name: comment.auto_comment for comment in notebook.comments},
-        }
-    return rows
-
-
-def write_rows(gradebook, assignment: str, student: str, rows: SubmissionRows) -> None:
-    """Copy a worker's rows into the course's gradebook (committed at once). Only what autograde writes is
-    written: the flag, manual scores and comments a grader gave in the formgrader stay (the worker's
-    gradebook is a fresh copy, whose flag is always down), and a cell with a manual score is marked for
-    review again, as `nbgrader autograde --force` leaves them."""
-    gradebook.update_or_create_student(student)
-    if rows.timestamp is not None:
-        gradebook.update_or_create_submission(assignment, student, timestamp=rows.timestamp)
-    else:
-        gradebook.update_or_create_submission(assignment, student)
-    for name, notebook in rows.notebooks.items():
-        row = gradebook.find_submission_notebook(name, assignment, student)
-        row.late_submission_penalty = notebook["late_submission_penalty"]
-        for cell, score in notebook["grades"].items():
-            grade = gradebook.find_grade(cell, name, assignment, student)
-            grade.auto_score = score
-            grade.needs_manual_grade = grade.manual_score is not None or score is None
-        for cell, text in notebook["comments"].items():
-            gradebook.find_comment(cell, name, assignment, student).auto_comment = text
-    gradebook.db.commit()
-
-
-# --- the course's records, written by the client alone ---------------------------------------------------
-
-def prepare_gradebook(course, students: list[str]) -> None:
-    """Create the course's gradebook if needed, and the rows nbgrader creates on first use (every student,
-    and the course nbgrader's preprocessors open the gradebook as, "default_course"), so the gradebook
-    ends up as `nbgrader autograde` leaves it."""
-    from nbgrader.api import Gradebook
-
-    with Gradebook(course.db_url):
-        pass
-    with Gradebook(course.db_url, course.course_id) as gradebook:
-        for student in students:
-            gradebook.update_or_create_student(student)
-
-
-def record(course, outcome) -> None:
-    """Write a worker's outcome into the course: the gradebook first, then the autograded folder (which is
-    what marks the submission graded, so an interruption between the two leaves it to be graded again)."""
-    import warnings
-
-    from nbgrader.api import Gradebook
-    from nbgrader.utils import rmtree
-
-    if outcome.rows is not None:
-        # nbgrader's add_submission trips SQLAlchemy's "not in session" autoflush warning while it builds a
-        # submission's rows (stock autograde too); the rows are written all the same.
-        with warnings.catch_warnings(), Gradebook(course.db_url, course.course_id) as gradebook:
-            warnings.filterwarnings("ignore", message=r".*not in session, add operation along")
-            write_rows(gradebook, outcome.assignment, outcome.student, outcome.rows)
-    graded = course.path("autograded", outcome.student, outcome.assignment)
-    if graded.exists():
-        rmtree(str(graded))
-    if outcome.success:
-        write_folder(graded, outcome.autograded)

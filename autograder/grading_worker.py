@@ -4,9 +4,11 @@ A Dask worker (`dask worker`, or a LocalCluster's) imports this module for its f
 running cluster gets the package from the client: cluster.CourseCode). It unpacks the kit
 (autograder/grading_kit.py) once, loads the course's nbgrader_config.py from it once, as `nbgrader
 autograde` would, and then, for each task: writes the student's files where `nbgrader collect` puts them,
-grades them into a fresh copy of the kit's gradebook (the same sanitizing, sandboxed execution and scoring
-as the command line) and returns the rows and the autograded folder. It never writes the course's
-gradebook: the client does.
+grades them with the course's pipeline but for its last steps, nbgrader's gradebook writers (the same
+sanitizing, sandboxed execution and verdicts as the command line), and returns the autograded folder and
+the submission's time as nbgrader read it. The client runs the writers on that folder (record.py): a
+worker never writes the course's gradebook. (nbgrader's converter still needs a gradebook to read the
+assignment's cells from and to note the submission in: a fresh copy of the kit's, thrown away.)
 
 A task changes nothing of its process: the grading environment (limits, threads, PATH) is the worker's own
 from its start (cluster.py), the configuration is read from the kit by its path. Tasks run one at a time in
@@ -27,9 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from autograder.grading_environment import grading_variables
-from autograder.grading_kit import (
-    CONFIGURATION, KIT_GRADEBOOK, SubmissionRows, read_folder, read_rows, unpack_kit, write_folder,
-)
+from autograder.grading_kit import CONFIGURATION, KIT_GRADEBOOK, read_folder, unpack_kit, write_folder
+from autograder.record import grading_pipeline, without_writers
 
 LOCAL_GRADEBOOK = "worker-gradebook.db"
 
@@ -46,12 +47,12 @@ class Outcome:
     seconds: float
     worker: str                   # the Dask worker's address ("" when no worker finished it)
     error: str = ""
-    rows: SubmissionRows | None = None
+    timestamp: object = None      # the submission's time (a datetime) as nbgrader read it, or None
     autograded: dict[str, tuple[bytes, int]] = field(default_factory=dict)
 
     def summary(self) -> dict:
-        """The outcome in the run's summary: everything but the rows and files, which go to the course."""
-        return {key: value for key, value in asdict(self).items() if key not in ("rows", "autograded")}
+        """The outcome in the run's summary: everything but the time and files, which go to the course."""
+        return {key: value for key, value in asdict(self).items() if key not in ("timestamp", "autograded")}
 
 
 def worker_name() -> str:
@@ -83,8 +84,10 @@ def load_app(root: Path):
     app.initialize([])
     # Once the last cell has run, every output is in the notebook: stop the kernel at once.
     app.config.Execute.shutdown_kernel = "immediate"
-    # Grades go to this worker's own gradebook; the client copies them into the course's.
+    # The converter reads the assignment's cells from this worker's own gradebook and notes the submission
+    # there; the gradebook's writers run on the client, over the autograded folder (record.py).
     app.coursedir.db_url = f"sqlite:///{root / 'autograder' / LOCAL_GRADEBOOK}"
+    app.config.Autograde.autograde_preprocessors = without_writers(grading_pipeline(app.config))
     _apps[key] = app
     return app
 
@@ -138,7 +141,6 @@ def converter_class():
 
 def _grade(root: Path, assignment, student, files, timeout, not_sent=None) -> Outcome:
     import nbformat
-    from nbgrader.api import Gradebook
     from nbgrader.utils import rmtree, temp_attrs
 
     from autograder.bounded import notebook_limit
@@ -185,8 +187,8 @@ def _grade(root: Path, assignment, student, files, timeout, not_sent=None) -> Ou
     seconds = round(time.perf_counter() - started, 3)
     if overran.is_set():
         error = f"grading took longer than {timeout:.0f} s; its kernel was stopped ({error or 'no error'})"
-    with Gradebook(app.coursedir.db_url) as gradebook:
-        rows = read_rows(gradebook, assignment, student)
+    # nbgrader's own reading of timestamp.txt (intake.bound_timestamp has set aside one that is not a time).
+    timestamp = coursedir.get_existing_timestamp(str(submitted))
     graded = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
     autograded = read_folder(graded) if not error and graded.is_dir() else {}
-    return Outcome(assignment, student, not error, seconds, worker_name(), error, rows, autograded)
+    return Outcome(assignment, student, not error, seconds, worker_name(), error, timestamp, autograded)

@@ -91,13 +91,16 @@ def configure(c):
     c.IgnorePattern.enabled = True
     c.IgnorePattern.pattern = r"[\s\S]*"
 
-    # Once scored, the autograded notebook's markup is made safe for every page made from it (formgrader,
+    # Once executed, the autograded notebook's markup is made safe for every page made from it (formgrader,
     # feedback, JupyterLab, nbconvert): markdown reduced to an allow-list (links http(s), mailto: and #
-    # only; images only inline raster data), active outputs reduced to text (safe_markup.py). It changes no
-    # score: it runs after SaveAutoGrades.
+    # only; images only inline raster data), active outputs reduced to text (safe_markup.py). It leaves
+    # error outputs and the release's own cells as they are, so it changes no score.
+    # The gradebook's writers come last, reading the notebook as it is written to autograded/: the class
+    # grader runs them on the client, over the notebooks its workers return (autograder/record.py), so
+    # `nbgrader autograde` and `python -m autograder.grade_class` write the gradebook with the same code.
     c.Autograde.autograde_preprocessors = [
-        GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, RecordFlags, LimitOutput, SaveAutoGrades,
-        AssignLatePenalties, SafeMarkup, CheckCellMetadata,
+        GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, RecordFlags, LimitOutput, SafeMarkup,
+        CheckCellMetadata, SaveAutoGrades, AssignLatePenalties,
     ]
 
     # Late submissions (late_policy.py, nbgrader's late-submission plugin): after 15 minutes' grace, 10 % of the

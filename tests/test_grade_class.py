@@ -46,11 +46,28 @@ def handed_in(root) -> list[str]:
                   if (path / ASSIGNMENT).is_dir())
 
 
+def gradebook_rows(root, student: str) -> dict:
+    """Everything autograde writes of one submission: its time, and per notebook the late penalty, each
+    grade's automatic score and review mark, each comment's automatic text."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(Course(root).db_url) as gradebook:
+        submission = gradebook.find_submission(ASSIGNMENT, student)
+        return {"timestamp": submission.timestamp, "notebooks": {notebook.name: (
+            notebook.late_submission_penalty,
+            {grade.name: (grade.auto_score, grade.needs_manual_grade) for grade in notebook.grades},
+            {comment.name: comment.auto_comment for comment in notebook.comments},
+        ) for notebook in submission.notebooks}}
+
+
 def test_the_engine_gives_the_same_grades_and_messages_as_stock_nbgrader(stock, graded):
+    """The same scores, the same rows (written by nbgrader's own writers under both front doors, the
+    untouched release's "No response." comments among them) and the same errors shown."""
     assert not graded.grade(ASSIGNMENT)["failed"]
     for student in students():
         reference = grading.cell_scores(stock[student], ASSIGNMENT, student)
         assert reference == graded.scores(ASSIGNMENT, student), student
+        assert gradebook_rows(stock[student], student) == gradebook_rows(graded.course, student), student
         stock_feedback = grading.autograded_notebook(stock[student], ASSIGNMENT, student)
         assert shown_errors(graded.feedback(ASSIGNMENT, student)) == shown_errors(stock_feedback), student
 
