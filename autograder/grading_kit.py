@@ -16,6 +16,7 @@ import functools
 import gzip
 import hashlib
 import io
+import json
 import os
 import tarfile
 import tempfile
@@ -33,13 +34,28 @@ CONFIGURATION = "nbgrader_config"
 
 @dataclass(frozen=True)
 class Kit:
-    """The packed course for a set of assignments: a tar archive and its digest (its identity on workers)."""
+    """The packed course for a set of assignments: a tar archive and its digest (its identity on workers: the
+    same course packs to the same digest, so a worker that unpacked it once reuses it)."""
     data: bytes
     digest: str
 
 
-def copy_assignment_definitions(source, target, assignment: str) -> None:
-    """The assignment, its notebooks and cells, from one nbgrader Gradebook into another (no students)."""
+def content_digest(data: bytes, definitions: list[str]) -> str:
+    """The kit's identity: every member's name and bytes but the gradebook's, whose rows nbgrader gives new
+    random ids each time they are copied, and the definitions copied into it, as nbgrader reads them."""
+    hasher = hashlib.sha256("\n".join(definitions).encode())
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        for member in tar:
+            if member.name != f"autograder/{KIT_GRADEBOOK}":
+                hasher.update(f"\0{member.name}\0{member.mode:o}\0".encode())
+                if member.isfile():
+                    hasher.update(tar.extractfile(member).read())
+    return hasher.hexdigest()[:16]
+
+
+def copy_assignment_definitions(source, target, assignment: str) -> str:
+    """The assignment, its notebooks and cells, from one nbgrader Gradebook into another (no students); returns
+    what was copied, as text that is the same for the same definitions."""
     found = source.find_assignment(assignment)
     target.update_or_create_assignment(found.name, duedate=found.duedate)
     for notebook in found.notebooks:
@@ -55,6 +71,14 @@ def copy_assignment_definitions(source, target, assignment: str) -> None:
         for cell in notebook.source_cells:
             target.update_or_create_source_cell(cell.name, notebook.name, found.name, cell_type=cell.cell_type,
                                                 locked=cell.locked, source=cell.source, checksum=cell.checksum)
+    copied = target.find_assignment(assignment)
+    rows = [copied, *copied.notebooks, *(cell for notebook in copied.notebooks for cell in
+                                         [*notebook.grade_cells, *notebook.solution_cells, *notebook.task_cells,
+                                          *notebook.source_cells])]
+    # Every row without its id, which nbgrader draws at random.
+    return "\n".join(sorted(json.dumps([type(row).__name__, {key: value for key, value in row.to_dict().items()
+                                                              if key != "id"}], sort_keys=True, default=str)
+                             for row in rows))
 
 
 @functools.cache
@@ -82,9 +106,7 @@ def build_kit(course, assignments: list[str]) -> Kit:
         template.write_bytes(empty_gradebook(course.course_id))
         with Gradebook(course.db_url, course.course_id) as source, \
                 Gradebook(f"sqlite:///{template}", course.course_id) as target:
-            for assignment in assignments:
-                copy_assignment_definitions(source, target, assignment)
-        tar.add(template, f"autograder/{KIT_GRADEBOOK}")
+            definitions = [copy_assignment_definitions(source, target, assignment) for assignment in assignments]
 
         def keep(info: tarfile.TarInfo):
             if info.issym() or info.islnk():
@@ -92,6 +114,7 @@ def build_kit(course, assignments: list[str]) -> Kit:
             info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""    # the same kit, the same bytes
             return info
 
+        tar.add(template, f"autograder/{KIT_GRADEBOOK}", filter=keep)
         for name in CONFIGURATION_FILES:
             tar.add(course.autograder / name, f"autograder/{name}", filter=keep)
         for step in ("source", "release"):
@@ -100,7 +123,7 @@ def build_kit(course, assignments: list[str]) -> Kit:
                 if folder.is_dir():
                     tar.add(folder, str(folder.relative_to(course.root)), filter=keep)
     data = buffer.getvalue()
-    return Kit(data, hashlib.sha256(data).hexdigest()[:16])
+    return Kit(data, content_digest(data, definitions))
 
 
 def kit_contents(data: bytes) -> bytes:

@@ -53,6 +53,10 @@ def json_values(bare: list[bytes]) -> int:
     return sum(1 + sum(part.count(mark) for mark in (b"[", b"{", b",", b":")) for part in bare)
 
 
+def opening_brackets(part: bytes) -> int:
+    return part.count(b"[") + part.count(b"{")
+
+
 def json_depth(bare: list[bytes]) -> int:
     """How deep the brackets of stripped JSON parts nest (a Python loop over the brackets alone: call it only
     once json_values has found them few)."""
@@ -165,11 +169,13 @@ class Downstream:
         if DELIMITER in frames:
             after = frames.index(DELIMITER) + 2
             frames = frames[after:after + 4]
-        # Counted with the strings first (fast, and enough for almost every message), then without them.
-        def within(parts: list[bytes]) -> bool:
-            return json_values(parts) <= self.max_values and json_depth(parts) <= MAX_DEPTH
-
-        return within(frames) or within([STRINGS.sub(b"", frame) for frame in frames])
+        # First from the raw parts (fast, and enough for almost every message): their counts bound the decoded
+        # values and the depth from above, since a string's marks only add to them. The depth is bounded by the
+        # opening brackets, not by how they nest: a `]` inside a string would hide nesting from that count.
+        if json_values(frames) <= self.max_values and sum(map(opening_brackets, frames)) <= MAX_DEPTH:
+            return True
+        bare = [STRINGS.sub(b"", frame) for frame in frames]
+        return json_values(bare) <= self.max_values and json_depth(bare) <= MAX_DEPTH
 
 
 class Pair:
