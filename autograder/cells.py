@@ -1,5 +1,6 @@
-"""What the grading plugins read of a notebook and of the course: nbgrader's cell records, the grader's
-flags, a cell's outputs as text, and the course's folders as the running nbgrader command has them.
+"""What the grading plugins read of a notebook and of the course: the grader's flags, a cell's outputs as
+text, and the course's folders as the running nbgrader command has them (nbgrader's cell records and the
+hidden-test delimiters: notebook.py).
 
 Flags are the grader's notes on a submission (a kernel that died, a timeout, tampering, a restored test). The
 plugins collect them in the notebook's resources under FLAGS while it is graded; verdict.RecordFlags writes
@@ -16,6 +17,9 @@ import nbformat
 from nbformat.notebooknode import NotebookNode
 from nbgrader.coursedir import CourseDirectory
 
+# nbgrader's cell records are read by notebook.py alone; re-exported for the plugins that import them here.
+from autograder.notebook import grade_id, is_test, nbgrader_record  # noqa: F401
+
 FLAGS = "course_grading"          # key of the grader's record in an autograded notebook's metadata
 
 
@@ -31,21 +35,6 @@ def add_flag(resources: dict, flag: str) -> None:
     flags = resources.setdefault(FLAGS, [])
     if flag not in flags:
         flags.append(flag)
-
-
-def nbgrader_record(cell: NotebookNode) -> dict:
-    record = cell.get("metadata", {}).get("nbgrader", {})
-    return record if isinstance(record, dict) else {}
-
-
-def grade_id(cell: NotebookNode) -> str | None:
-    cell_id = nbgrader_record(cell).get("grade_id")
-    return cell_id if isinstance(cell_id, str) and cell_id else None
-
-
-def is_test(cell: NotebookNode) -> bool:
-    record = nbgrader_record(cell)
-    return bool(record.get("grade")) and not record.get("solution")
 
 
 def course_directory(preprocessor) -> CourseDirectory:

@@ -36,23 +36,13 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Int, Unicode
 
 from autograder.cells import course_directory
+from autograder.notebook import check_header, is_check, lessons as named_lessons, nbgrader_record
 
 SUMMARY = "course_feedback_summary"      # metadata key that marks the summary cell
 UNANSWERED = "NotImplementedError"       # what a release's stub raises: the answer was left as it was given
 
 
 # --- what a check said -------------------------------------------------------------------------------------
-
-def nbgrader_record(cell) -> dict:
-    record = cell.get("metadata", {}).get("nbgrader", {})
-    return record if isinstance(record, dict) else {}
-
-
-def is_check(cell) -> bool:
-    """An autograded test cell: graded, and not a student's answer."""
-    record = nbgrader_record(cell)
-    return cell.get("cell_type") == "code" and bool(record.get("grade")) and not record.get("solution")
-
 
 def check_errors(cell) -> list[tuple[str, str]]:
     """(name, message) of each error a graded cell showed: what its feedback shows the student."""
@@ -215,12 +205,7 @@ def pages_url(config_file: Path) -> str:
 
 def check_description(cell) -> str:
     """A check's visible description: the comment lines that open it, up to what its hidden part adds."""
-    lines = []
-    for line in str(cell.get("source", "")).splitlines():
-        if not line.startswith("#") or "hidden" in line.lower():
-            break
-        lines.append(line.lstrip("#").strip())
-    return " ".join(lines)
+    return check_header(cell).visible
 
 
 # --- the preprocessor ------------------------------------------------------------------------------------------
@@ -274,8 +259,8 @@ class FeedbackSummary(NbGraderPreprocessor):
         for folder in (coursedir.source_directory, coursedir.release_directory):
             path = Path(coursedir.format_path(folder, ".", assignment)) / f"{notebook}.ipynb"
             if path.is_file():
-                stems = nbformat.read(path, as_version=4).metadata.get("lessons", []) or []
-                return [str(stem) for stem in stems if isinstance(stem, str) and LESSON_STEM.match(stem)]
+                stems = named_lessons(nbformat.read(path, as_version=4))
+                return [stem for stem in stems if LESSON_STEM.match(stem)]
         return []
 
     def lessons(self, nb, resources=None) -> tuple[list[Lesson], str]:

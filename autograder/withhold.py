@@ -12,9 +12,9 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Unicode
 
-from autograder.cells import is_test, output_text
+from autograder.cells import output_text
+from autograder.notebook import hidden_parts, is_test, without_hidden_parts
 
-HIDDEN_REGION = re.compile(r"### BEGIN HIDDEN TESTS(.*?)### END HIDDEN TESTS", re.S)
 WITHHELD = "[output withheld by the grader: it quoted hidden test code]"
 # Shortest hidden-test line (spaces removed) whose appearance in an output counts as a quotation.
 QUOTE_MIN = 24
@@ -26,7 +26,7 @@ def hidden_lines(nb: NotebookNode) -> set[str]:
     lines = set()
     for cell in nb.cells:
         if cell.cell_type == "code" and is_test(cell):
-            for region in HIDDEN_REGION.findall(cell.source):
+            for region in hidden_parts(cell):
                 for line in region.splitlines():
                     squeezed = re.sub(r"\s+", "", line)
                     # A line that is only a string (part of a check's message) is meant to be shown.
@@ -62,5 +62,5 @@ class HideHiddenTests(NbGraderPreprocessor):
                 output.clear()
                 output.update(output_type="stream", name="stdout", text=WITHHELD + "\n")
         if is_test(cell):
-            cell.source = HIDDEN_REGION.sub(self.placeholder, cell.source)
+            cell.source = without_hidden_parts(cell, self.placeholder)
         return cell, resources

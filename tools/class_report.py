@@ -51,6 +51,7 @@ import nbformat
 
 from autograder import bounded
 from autograder.cells import notebook_flags
+from autograder.notebook import grade_id, is_check, nbgrader_record
 from autograder.export import spreadsheet_safe
 from tools.course import COURSE, Course, venv_on_path
 
@@ -106,8 +107,7 @@ def cell_order(course: Course, assignment: str, notebook: str) -> list[str]:
     if not path.is_file():
         return []
     cells = nbformat.read(path, as_version=4).cells
-    return [cell.metadata.get("nbgrader", {}).get("grade_id") for cell in cells
-            if isinstance(cell.metadata.get("nbgrader"), dict)]
+    return [grade_id(cell) for cell in cells if nbgrader_record(cell)]
 
 
 STAMP_MAX_CHARS = 64            # an ISO timestamp nbclient writes is 27 characters; a longer one is not read
@@ -233,10 +233,9 @@ def read_notebook(nb: nbformat.NotebookNode, notebook: str, result: Result, cell
     result.seconds[notebook] = execution_seconds(nb)
     columns = {cell.name: cell.column for cell in cells if cell.notebook == notebook}
     for cell in nb.cells:
-        record = cell.get("metadata", {}).get("nbgrader", {})
-        grade_id = record.get("grade_id") if isinstance(record, dict) else None
-        if isinstance(grade_id, str) and summary.is_check(cell) and grade_id in columns:
-            result.errors[columns[grade_id]] = summary.check_errors(cell)
+        name = grade_id(cell)
+        if name is not None and is_check(cell) and name in columns:
+            result.errors[columns[name]] = summary.check_errors(cell)
 
 
 # --- what the numbers say ------------------------------------------------------------------------------------------

@@ -43,8 +43,9 @@ def readable(*paragraphs: str) -> str:
 
 
 def answer_ids(notebook: dict) -> list[str]:
-    return [cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") for cell in notebook.get("cells", [])
-            if cell.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    from autograder.notebook import grade_id, nbgrader_record
+
+    return [grade_id(cell) for cell in notebook.get("cells", []) if nbgrader_record(cell).get("solution")]
 
 
 def problem_with(path: Path, release: Path | None) -> str | None:

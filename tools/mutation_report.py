@@ -14,11 +14,11 @@ instructors' page always describes the grader as it is.
 from __future__ import annotations
 
 import re
-
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from autograder.notebook import grade_id as cell_id
 from tools import grading
 from tools.course import COURSE
 
@@ -50,26 +50,17 @@ def hidden_promises(assignment: str) -> dict[str, str]:
     """grade_id -> the "Hidden checks: ..." sentence of every test cell of the master with a hidden part."""
     import nbformat
 
+    from autograder.notebook import check_header, grade_id, has_hidden_part, is_test
+
     notebook = nbformat.read(COURSE.master_notebook(assignment), as_version=4)
-    promises = {}
-    for cell in notebook.cells:
-        record = cell.metadata.get("nbgrader", {})
-        if not record.get("grade") or record.get("solution") or "### BEGIN HIDDEN TESTS" not in cell.source:
-            continue
-        comments = []
-        for line in cell.source.splitlines():
-            if not line.startswith("#"):
-                break
-            comments.append(line.lstrip("#").strip())
-        text = " ".join(comments)
-        promises[record["grade_id"]] = text[text.lower().find("hidden checks"):] if "hidden checks" in text.lower() else ""
-    return promises
+    return {grade_id(cell): check_header(cell).hidden_sentence for cell in notebook.cells
+            if is_test(cell) and has_hidden_part(cell)}
 
 
 def passed_visible_part(notebook, grade_id: str) -> bool:
     """Whether a graded cell printed its 'passed: ...' line, i.e. failed only in its hidden part."""
     for cell in notebook.cells:
-        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+        if cell_id(cell) == grade_id:
             return any(out.output_type == "stream" and "passed: " in out.get("text", "") for out in cell.get("outputs", []))
     return False
 

@@ -27,6 +27,9 @@ from docutils.statemachine import StringList
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
+# What a notebook's metadata and test cells say is read by the grading package's one reader.
+from autograder.notebook import check_header, grade_id, lessons as named_lessons, nbgrader_record, source
+
 GENERATED = "<!-- Generated from the student release by book/_ext/course_site.py. Do not edit. -->"
 ASSIGNMENT_FOLDER = re.compile(r"^(\d+)-[a-z0-9-]+$")
 
@@ -54,26 +57,10 @@ class Assignment:
         return sum(test.points for test in self.tests)
 
 
-def _source(cell) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
-
-
-def _comment_text(lines: list[str]) -> str:
-    return " ".join(line.lstrip("#").strip() for line in lines).strip()
-
-
 def _graded_test(cell) -> GradedTest:
-    meta = cell["metadata"]["nbgrader"]
-    comments = []
-    for line in _source(cell).splitlines():
-        if not line.startswith("#"):
-            break
-        comments.append(line)
-    hidden_at = next((i for i, line in enumerate(comments) if "hidden" in line.lower()), len(comments))
-    checks = re.sub(r"^\d+(\.\d+)? points?:\s*", "", _comment_text(comments[:hidden_at]))
-    hidden = re.sub(r"^hidden checks?:\s*", "", _comment_text(comments[hidden_at:]), flags=re.I)
-    return GradedTest(meta.get("grade_id", ""), float(meta.get("points") or 0), checks, hidden)
+    header = check_header(cell)
+    return GradedTest(grade_id(cell) or "", float(nbgrader_record(cell).get("points") or 0), header.checks,
+                      header.hidden)
 
 
 def read_assignment(book_root: Path, folder: Path) -> Assignment:
@@ -86,20 +73,20 @@ def read_assignment(book_root: Path, folder: Path) -> Assignment:
         cells = notebook["cells"]
         if index == 0:
             # The master names the lessons it draws on; nbgrader copies notebook metadata into the release.
-            lessons = list(notebook.get("metadata", {}).get("lessons", []))
+            lessons = named_lessons(notebook)
             # The statement is the markdown before the first code cell: every master states its task first.
             intro = []
             for cell in cells:
                 if cell["cell_type"] != "markdown":
                     break
-                intro.append(_source(cell).strip())
+                intro.append(source(cell).strip())
             text = "\n\n".join(intro)
             heading = re.match(r"^#\s+(.+)\n?", text)
             if heading:
                 title, text = heading.group(1).strip(), text[heading.end():].strip()
             statement = text
         tests += [_graded_test(cell) for cell in cells
-                  if cell["cell_type"] == "code" and cell["metadata"].get("nbgrader", {}).get("grade")]
+                  if cell["cell_type"] == "code" and nbgrader_record(cell).get("grade")]
     return Assignment(folder.name, number, title, statement,
                       [path.relative_to(book_root) for path in notebooks], tests, lessons)
 
