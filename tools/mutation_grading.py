@@ -5,14 +5,18 @@ the course's own and trusted, so it needs neither the sandbox nor a fresh kernel
 nbgrader's passes for every variant (about 3.6 CPU-seconds each). This does what the engine
 (autograder.grade_class) does to a submission, in one Python process per assignment that imports torch once:
 
-- the submitted notebook gets the release's nbgrader metadata back, and its test and locked cells their
-  source from the master, hidden tests included (RestoreFromRelease and nbgrader's OverwriteCells);
+- the submitted notebook goes through the course's own sanitizing passes, as configured in the given
+  course's nbgrader_config.py (nbgrader's ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells
+  and CheckCellMetadata, the course's RestoreFromRelease), against that course's release and gradebook; only
+  Intake is left out, whose work is the hand-in's files and size (a catalog submission is one notebook of
+  ours);
 - each submission then runs in a fork of that process (so in a namespace and interpreter state of its own,
   as a fresh kernel would), in an IPython shell built like ipykernel's (its cell compiler, an in-memory
   history), after the grading kernel's own start-up file (kernel_startup.py: the seeds, the tamper guard);
 - each cell's outputs are judged by the engine's own code (autograder.verdict.Verdict, which GuardedExecute
-  uses too, with the assignment's rules from nbgrader_config.py),
-  stderr is dropped (IgnorePattern) and each test cell is scored by nbgrader's own determine_grade.
+  uses too, with the assignment's rules from the course's nbgrader_config.py), stderr is dropped by
+  nbgrader's IgnorePattern as the course configures it, and each test cell is scored by nbgrader's own
+  determine_grade (what SaveAutoGrades records).
 
 The result of each submission is what the tests read from the engine: its scores, grade id -> (score,
 max_score), and an autograded notebook (the error each cell shows, its printed lines, the grader's flags).
@@ -36,8 +40,10 @@ import time
 from pathlib import Path
 
 import nbformat
+from traitlets.config import LoggingConfigurable
 
-from tools.course import COURSE, Course, tool_env
+from autograder.course import Course
+from tools.course import COURSE, tool_env
 
 Result = dict          # {"scores": {grade_id: [score, max_score]}, "notebook": the autograded notebook}
 
@@ -47,8 +53,9 @@ Result = dict          # {"scores": {grade_id: [score, max_score]}, "notebook": 
 def grade_known(assignment: str, submissions: list, workers: int | None = None,
                 course: Path | None = None) -> dict[str, tuple[dict, nbformat.NotebookNode]]:
     """Grade `submissions` (tools.grading.Submission, all of `assignment`) in one process: student ->
-    (grade_id -> (score, max_score), the autograded notebook). The master and the release are `course`'s
-    (a scratch course after generate_assignment; default this checkout's)."""
+    (grade_id -> (score, max_score), the autograded notebook), graded as `course` grades them: its
+    configuration, its master, release and gradebook (a course after generate_assignment; default this
+    checkout's)."""
     with tempfile.TemporaryDirectory(prefix="mutation-grading-") as scratch:
         given, taken = Path(scratch) / "in.json", Path(scratch) / "out.json"
         given.write_text(json.dumps({"assignment": assignment, "workers": workers or os.cpu_count() or 1,
@@ -96,15 +103,16 @@ class Grader:
         from traitlets.config import Config
 
         self.assignment = assignment
-        layout, name = Course(course), COURSE.master_notebook(assignment).name
-        self.master = nbformat.read(layout.path("source", ".", assignment) / name, as_version=4)
-        self.release = nbformat.read(layout.path("release", ".", assignment) / name, as_version=4)
-        from autograder import grading_environment
+        self.course = Course(course)
+        self.config = self.grading_config()
+        self.rules = dict(self.config.GuardedExecute.get("rules", {})).get(assignment, [])
+        self.notebook = self.course.master_notebook(assignment).stem
+        self.master = nbformat.read(self.course.master_notebook(assignment), as_version=4)
+        from autograder import grading_environment, sandboxed_kernel
 
         self.environment = grading_environment
-        self.rules = self.configured_rules()
-        # The sandbox refuses the course's reference module; its stand-in raises the same error here.
-        sys.path.insert(0, str(Path(grading_environment.PACKAGE) / "sandbox_stubs"))
+        # The sandbox mounts a stand-in for the course's reference module; here the same file answers its import.
+        sys.meta_path.insert(0, StandIn("gptcourse", sandboxed_kernel.STUB / "__init__.py"))
         sys.modules.pop("gptcourse", None)
 
         class Hook(DisplayHook):
@@ -144,27 +152,31 @@ class Grader:
                            compiler_class=XCachingCompiler)
         self.import_what_the_master_imports()
 
-    def configured_rules(self) -> list[dict]:
-        """The assignment's rules (GuardedExecute.rules), read from nbgrader_config.py as nbgrader reads it."""
-        from traitlets.config.loader import PyFileConfigLoader
-
-        saved = os.environ.get(self.environment.SANDBOX_VARIABLE)
-        os.environ[self.environment.SANDBOX_VARIABLE] = "0"      # no trial sandbox: nothing runs in one here
+    def grading_config(self):
+        """The course's nbgrader configuration, read as nbgrader reads it (without its trial sandbox: nothing
+        runs in one here)."""
+        saved = os.environ.get(self.environment_variable)
+        os.environ[self.environment_variable] = "0"
         try:
-            config = PyFileConfigLoader("nbgrader_config.py", path=str(COURSE.autograder)).load_config()
+            return self.course.grading_config()
         finally:
             if saved is None:
-                os.environ.pop(self.environment.SANDBOX_VARIABLE)
+                os.environ.pop(self.environment_variable)
             else:
-                os.environ[self.environment.SANDBOX_VARIABLE] = saved
-        return dict(config.GuardedExecute.get("rules", {})).get(self.assignment, [])
+                os.environ[self.environment_variable] = saved
+
+    @property
+    def environment_variable(self) -> str:
+        from autograder.grading_environment import SANDBOX_VARIABLE
+
+        return SANDBOX_VARIABLE
 
     def import_what_the_master_imports(self) -> None:
         """Import here, once, every module that grading the master ends up importing, so that no fork pays
         for it again. Grading the master in a fork finds them all, the lazy ones too: the first optimizer
         imports torch._dynamo (about 2 s), `from transformers import GPT2LMHeadModel` loads GPT-2's modules
         (about 1.7 s). Only modules are shared; nothing of the master's run reaches this process."""
-        pid, readable = forked(lambda: (self.run(self.prepared(self.master)), sorted(sys.modules))[1])
+        pid, readable = forked(lambda: (self.run(self.prepared(self.master, "master")), sorted(sys.modules))[1])
         with os.fdopen(readable) as pipe:
             names = json.loads(pipe.read() or "[]")
         os.waitpid(pid, 0)
@@ -181,35 +193,23 @@ class Grader:
 
     # --- what the sanitizing passes do ---------------------------------------------------------------------
 
-    def prepared(self, submitted: nbformat.NotebookNode) -> nbformat.NotebookNode:
-        """The notebook autograde executes: the release's nbgrader metadata on every cell it marks, deleted
-        ones put back, and test and locked cells with the master's source (hidden tests included)."""
-        from autograder.cells import FLAGS, grade_id
+    def prepared(self, submitted: nbformat.NotebookNode, student: str) -> nbformat.NotebookNode:
+        """The notebook autograde executes: the submission through the course's configured sanitizing passes
+        but Intake (the release's metadata back, deleted cells put back, test and locked cells' source from
+        the gradebook, hidden tests included)."""
+        from nbgrader.converters import Autograde
 
-        released = {grade_id(cell): cell for cell in self.release.cells if grade_id(cell)}
-        master = {grade_id(cell): cell for cell in self.master.cells if grade_id(cell)}
-        cells = []
-        for cell in submitted.cells:
-            cell_id = grade_id(cell)
-            cell = nbformat.from_dict(dict(cell))
-            cell.pop("outputs", None)
-            if cell.cell_type == "code":
-                cell.outputs, cell.execution_count = [], None
-            if cell_id in released:
-                cell.metadata["nbgrader"] = dict(released[cell_id].metadata["nbgrader"])
-                record = cell.metadata["nbgrader"]
-                if record.get("locked") or (record.get("grade") and not record.get("solution")):
-                    cell.source = master[cell_id].source
-            else:
-                cell.metadata.pop("nbgrader", None)
-            cells.append(cell)
-        missing = set(released) - {grade_id(cell) for cell in cells}
-        if missing:
-            raise ValueError(f"a catalog submission of {self.assignment} lacks cells {sorted(missing)}: "
-                             "catalog variants replace answer cells, never delete them")
+        from autograder.intake import Intake
+
+        passes = self.config.Autograde.get("sanitize_preprocessors") or \
+            Autograde.class_traits()["sanitize_preprocessors"].default()
+        converter = CatalogConverter(self.course.coursedir, config=self.config)
+        resources = {"nbgrader": {"notebook": self.notebook, "assignment": self.assignment, "student": student,
+                                  "db_url": self.course.db_url}}
         notebook = nbformat.from_dict(dict(submitted))
-        notebook.cells = cells
-        notebook.metadata.pop(FLAGS, None)
+        for step in passes:
+            if not issubclass(step, Intake):
+                notebook, resources = step(config=self.config, parent=converter).preprocess(notebook, resources)
         return notebook
 
     # --- one submission, in a fork --------------------------------------------------------------------------
@@ -219,6 +219,7 @@ class Grader:
         from ipykernel.compiler import get_tmp_hash_seed, murmur2_x86
         from IPython.utils.capture import capture_output
         from nbformat.notebooknode import NotebookNode
+        from nbgrader.preprocessors import IgnorePattern
         from nbgrader.utils import determine_grade
 
         from autograder.cells import FLAGS, error_output, grade_id, is_test, nbgrader_record
@@ -261,15 +262,35 @@ class Grader:
             verdict.flag_limits_and_rules(cell, resources)
             if is_test(cell):
                 verdict.judge(cell, resources)
+        # stderr (PyTorch's warnings) never costs points: nbgrader's IgnorePattern, as the course configures it.
+        notebook, resources = IgnorePattern(config=self.config).preprocess(notebook, resources)
         scores = {}
         for cell in notebook.cells:
-            if cell.cell_type == "code":
-                # IgnorePattern: stderr (PyTorch's warnings) never costs points.
-                cell.outputs = [out for out in cell.outputs if not (out.output_type == "stream" and out.name == "stderr")]
             if nbgrader_record(cell).get("grade"):
                 scores[grade_id(cell)] = determine_grade(cell)
         notebook.metadata[FLAGS] = {"flags": resources.get(FLAGS, [])}
         return {"scores": scores, "notebook": notebook}
+
+
+class CatalogConverter(LoggingConfigurable):
+    """Stands where nbgrader's Autograde converter stands for the passes it runs: their parent, holding the
+    course's CourseDirectory (autograder.cells.course_directory finds it there)."""
+
+    def __init__(self, coursedir, **kwargs):
+        super().__init__(**kwargs)
+        self.coursedir = coursedir
+
+
+class StandIn:
+    """An import finder that answers one module's import with a given file (the sandbox's stand-in)."""
+
+    def __init__(self, name: str, path: Path):
+        self.name, self.path = name, path
+
+    def find_spec(self, name, path=None, target=None):
+        import importlib.util
+
+        return importlib.util.spec_from_file_location(name, self.path) if name == self.name else None
 
 
 def forked(work) -> tuple[int, int]:
@@ -300,7 +321,8 @@ def grade_all(assignment: str, course: Path, submissions: dict[str, dict], worke
     notebook time limit is killed and reported."""
     grader = Grader(assignment, course)
     limit = grader.environment.value("COURSE_GRADING_NOTEBOOK_TIMEOUT")
-    waiting = [(student, grader.prepared(nbformat.from_dict(notebook))) for student, notebook in submissions.items()]
+    waiting = [(student, grader.prepared(nbformat.from_dict(notebook), student))
+               for student, notebook in submissions.items()]
     running: dict[int, tuple[str, int, float, list[bytes]]] = {}       # fd -> student, pid, started, chunks
     results: dict[str, Result] = {}
     while waiting or running:

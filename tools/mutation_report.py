@@ -155,13 +155,13 @@ def render(scores: Scores, feedback: Feedback) -> str:
 def main() -> None:
     from tools.mutation_grading import grade_known, verdict
 
-    graded = {assignment: grade_known(assignment, grading.known_submissions(assignment))
-              for assignment in COURSE.assignments()}
     with tempfile.TemporaryDirectory() as scratch:
-        # The engine grades each catalog's sample: the report is written only from verdicts equal to its.
         course = grading.make_course(Path(scratch) / "course")
         for assignment in COURSE.assignments():
             grading.nbgrader(course, "generate_assignment", assignment, "--force")
+        graded = {assignment: grade_known(assignment, grading.known_submissions(assignment), course=course)
+                  for assignment in COURSE.assignments()}
+        # The engine grades each catalog's sample: the report is written only from verdicts equal to its.
         sample = [submission for assignment in COURSE.assignments() for submission in grading.engine_sample(assignment)]
         grading.grade_submissions(course, sample)
         differ = [submission.student for submission in sample
