@@ -9,9 +9,11 @@ folder follows one submission through it and names the module for each step.
 - grading_environment: every limit, what a grading kernel sees and what the tamper guard watches.
 - nbgrader's plugins, one job each: intake (with handins), restore, guarded_execute (the kernel and its
   limits), verdict (what a check earns, the flags), withhold (hidden tests never shown), late_policy,
-  export (one column per check); cells, what they all read of a notebook.
+  export (one column per check); notebook, the one reader of nbgrader's cell records and hidden-test
+  delimiters; cells, the flags and outputs they all read.
 - sandboxed_kernel, cgroups, kernel_relay, kernel_startup: the kernel every submission runs in.
 - feedback_summary, feedback_math: the feedback pages.
+- report (a package): the class report, `python -m autograder.report`, and the course's one CSV writer.
 - grade_class, class_plan, grading_kit, cluster, grading_worker, record: the class grader on Dask (record is
   the one writer of the course's gradebook and autograded/ folder).
 """

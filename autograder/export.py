@@ -1,14 +1,14 @@
 """`nbgrader export --exporter=autograder.export.PerCheckExport --to checks.csv`: one row per student and
 notebook, one column per graded test cell plus the flags, so an instructor sees which misconception each
-student has. Every text cell is written so that a spreadsheet reads it as text, never as a formula. It needs
-no settings: the course's folders come from the export command's CourseDirectory. One student's files never
-stop the export: an autograded notebook is read within a cap (autograder/bounded.py), and one that cannot be read
-is said so in that student's flags.
+student has. Every text cell is written so that a spreadsheet reads it as text, never as a formula: the file
+goes through the course's one CSV writer (autograder/report/csv_files.py), which the class report's files
+share. It needs no settings: the course's folders come from the export command's CourseDirectory. One
+student's files never stop the export: an autograded notebook is read within a cap (autograder/bounded.py),
+and one that cannot be read is said so in that student's flags.
 """
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import nbformat
@@ -16,13 +16,9 @@ from nbgrader.plugins import ExportPlugin
 
 from autograder import bounded
 from autograder.cells import course_directory, notebook_flags
+from autograder.report.csv_files import write_csv
 
-
-def spreadsheet_safe(value):
-    """A spreadsheet treats a cell that starts with = + - @ (or a tab or carriage return) as a formula."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
+FIXED_COLUMNS = ["student_id", "assignment", "notebook", "score", "max_score"]
 
 
 class PerCheckExport(ExportPlugin):
@@ -45,11 +41,8 @@ class PerCheckExport(ExportPlugin):
                         row[f"{assignment.name}/{submitted.name}/{grade.name}"] = grade.score
                     row["flags"] = "; ".join(self.flags(submission.student.id, assignment.name, submitted.name))
                     rows.append(row)
-        with path.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, ["student_id", "assignment", "notebook", "score", "max_score",
-                                             *columns, "flags"])
-            writer.writeheader()
-            writer.writerows({key: spreadsheet_safe(cell) for key, cell in row.items()} for row in rows)
+        header = [*FIXED_COLUMNS, *columns, "flags"]
+        write_csv(path, header, ([row.get(column, "") for column in header] for row in rows))
         self.log.info("Wrote per-check grades of %d submissions to %s", len(rows), path)
 
     def flags(self, student: str, assignment: str, notebook: str) -> list[str]:

@@ -16,7 +16,7 @@ close enough, else the lesson itself. The links point at the published course si
 by default the GitHub Pages address of `_config.yml`'s `repository.url`; without one, the lesson and
 section are named without a link.
 
-The class report (tools/class_report.py) reads what a check said with the same functions (`check_errors`,
+The class report (autograder/report/) reads what a check said with the same functions (`check_errors`,
 `readable_message`).
 """
 

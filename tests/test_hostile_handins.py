@@ -234,7 +234,7 @@ def graded_notebook(cells_metadata: list[dict]) -> nbformat.NotebookNode:
 
 @pytest.mark.quick
 def test_execution_times_read_any_timestamps_a_notebook_holds():
-    from tools.class_report import execution_seconds
+    from autograder.report.data import execution_seconds
 
     naive = {"execution": {"iopub.status.busy": "2026-12-03T10:00:00.000000",
                            "iopub.status.idle": "2026-12-03T10:00:02.000000"}}
@@ -250,7 +250,7 @@ def test_execution_times_read_any_timestamps_a_notebook_holds():
 @pytest.mark.quick
 def test_a_notebook_the_report_cannot_read_costs_that_student_alone(tmp_path):
     from autograder import feedback_summary
-    from tools.class_report import GradedCell, Result, read_autograded
+    from autograder.report.data import GradedCell, Result, read_autograded
 
     course = scratch_course(tmp_path / "course")
     cells = [GradedCell(COURSE.master_notebook(A).stem, "test_x", 1.0, True, "test_x")]
