@@ -13,11 +13,18 @@ cache (tools/cache.py). Assignment masters are plain .ipynb files under solution
 
 Each kernel gets its environment from `tools.course.tool_env` (the threads it may use, anything the
 caller adds); the calling process's own environment is never changed.
+
+Each kernel is local (`LocalKernelManager`): it talks to its executor over IPC sockets in a private temporary
+folder, removed afterwards, not over TCP on localhost (ipykernel warns that TCP is unencrypted), and once its
+cells have run it is asked to shut down and waited for, not interrupted first (jupyter_client's shutdown
+sends SIGINT before the request, which a kernel still finishing papermill's last kernel_info request logs
+as "KeyboardInterrupt caught in kernel").
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -52,9 +59,84 @@ class Execution:
     seconds: float = 0.0         # wall time of the run, kernel start-up included
 
 
+# zmq's ipc endpoints are unix sockets, whose path must fit in sockaddr_un.sun_path: 108 bytes on Linux, 104 on
+# macOS, the terminating NUL included. jupyter_client names them `<ip>-<n>`, n from 1 up.
+SOCKET_PATH_BYTES = 104
+
+
+def socket_folder() -> str:
+    """A new private folder (mode 0700) for a kernel's connection file and IPC sockets: in the temporary folder
+    (TMPDIR), or in /tmp when a socket's path there would be too long."""
+    import tempfile
+
+    for parent in (None, "/tmp"):
+        folder = tempfile.mkdtemp(prefix="kernel-", dir=parent)
+        if len(os.fsencode(os.path.join(folder, "kernel-99999"))) < SOCKET_PATH_BYTES:
+            return folder
+        os.rmdir(folder)
+    raise OSError(f"no temporary folder short enough for a unix socket's path ({SOCKET_PATH_BYTES} bytes)")
+
+
+@functools.cache
+def local_kernel_manager():
+    """nbclient's default kernel manager (jupyter_client's AsyncKernelManager), for a kernel on this machine:
+
+    - IPC transport, the one ipykernel recommends over unencrypted TCP: the sockets and the connection file
+      live in a private folder of their own (`socket_folder`), removed with the kernel's resources;
+    - a clean shutdown: the kernel is asked to shut down (a shutdown_request on its control channel, which
+      ipykernel handles on its control thread) and waited for, up to half of `shutdown_wait_time`. A kernel
+      still busy then (a cell that timed out) gets jupyter_client's own sequence: SIGINT, the request again,
+      SIGTERM, SIGKILL. jupyter_client alone interrupts every kernel first, also an idle one, which logs
+      "KeyboardInterrupt caught in kernel" when the signal finds it inside a request's handler."""
+    import asyncio
+    import shutil
+
+    from jupyter_client import AsyncKernelManager
+
+    class LocalKernelManager(AsyncKernelManager):
+        folder: str | None = None
+
+        async def start_kernel(self, **kwargs):
+            if self.folder is None:
+                self.folder = socket_folder()
+                self.transport = "ipc"
+                self.ip = os.path.join(self.folder, "kernel")       # the sockets: <folder>/kernel-1 ... -5
+                self.connection_file = os.path.join(self.folder, "kernel.json")
+            try:
+                return await super().start_kernel(**kwargs)
+            except BaseException:
+                self._remove_folder()
+                raise
+
+        async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
+            if not now and not restart and self.owns_kernel and self.has_kernel:
+                await self.request_shutdown()
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + max(self.shutdown_wait_time, 0) / 2
+                while await self.is_alive() and loop.time() < deadline:
+                    await asyncio.sleep(0.02)
+                if not await self.is_alive():
+                    await self.finish_shutdown()          # reaps the process, which has exited
+            # Finds the kernel gone (and only cleans up), or still busy (interrupts it, then shuts it down).
+            await super().shutdown_kernel(now=now, restart=restart)
+
+        async def cleanup_resources(self, restart: bool = False) -> None:
+            await super().cleanup_resources(restart=restart)
+            if not restart:
+                self._remove_folder()
+
+        def _remove_folder(self) -> None:
+            if self.folder is not None:
+                shutil.rmtree(self.folder, ignore_errors=True)
+                self.folder = None
+
+    return LocalKernelManager
+
+
 def _course_engine():
     """papermill's nbclient engine, with the kernel's environment and working folder passed to nbclient
-    (papermill's own engine starts the kernel in papermill's process environment)."""
+    (papermill's own engine starts the kernel in papermill's process environment), and a local kernel
+    manager (`local_kernel_manager`)."""
     from papermill.clientwrap import PapermillNotebookClient
     from papermill.engines import NBClientEngine, papermill_engines
     from papermill.utils import merge_kwargs, remove_args
@@ -67,7 +149,8 @@ def _course_engine():
             kwargs = remove_args(["input_path", "timeout", "startup_timeout"], **kwargs)
             client = PapermillNotebookClient(nb_man, **merge_kwargs(
                 kwargs, timeout=execution_timeout, startup_timeout=start_timeout, kernel_name=kernel_name,
-                log_output=log_output, stdout_file=stdout_file, stderr_file=stderr_file))
+                log_output=log_output, stdout_file=stdout_file, stderr_file=stderr_file,
+                kernel_manager_class=local_kernel_manager()))
             try:
                 return client.execute(env=kernel_env, cwd=kernel_cwd)
             finally:
