@@ -67,18 +67,38 @@ def formulas(markdown: str) -> list[tuple[str, bool, str]]:
     return found
 
 
+# What MathJax made of each (TeX, display) this process has typeset: `nbgrader generate_feedback` makes every
+# student's page in one process, and the release's formulas, the same on every page, are typeset once. Bounded:
+# the first CACHE_ENTRIES formulas (the release's come first) are kept, none with MathML over CACHE_MATHML_CHARS.
+_typeset: dict[tuple[str, bool], str | None] = {}
+CACHE_ENTRIES = 5_000
+CACHE_MATHML_CHARS = 20_000
+
+
 def to_mathml(formulas: list[tuple[str, bool]], node: str | None = None, timeout: float = 60) -> list[str | None]:
-    """MathML for each (TeX, display), in one Node.js process; None for each when it cannot run."""
+    """MathML for each (TeX, display), None for one MathJax cannot read; those this process has not typeset yet
+    in one Node.js process (None for each of them when it cannot run: nothing is remembered then)."""
+    keys = [(str(tex), bool(display)) for tex, display in formulas]
+    new = [key for key in dict.fromkeys(keys) if key not in _typeset]
+    made = dict(zip(new, run_mathjax(new, node, timeout)))
+    for key, mathml in made.items():
+        if len(_typeset) < CACHE_ENTRIES and len(mathml or "") <= CACHE_MATHML_CHARS:
+            _typeset[key] = mathml
+    return [made[key] if key in made else _typeset.get(key) for key in keys]
+
+
+def run_mathjax(formulas: list[tuple[str, bool]], node: str | None, timeout: float) -> list[str | None]:
+    """Each formula typeset by one Node.js process, or [] when none could be (nothing to remember)."""
     node = node or shutil.which("node")
     if not formulas or not node or not MATHJAX.exists():
-        return [None] * len(formulas)
+        return []
     try:
         result = subprocess.run([node, "-e", TEX_TO_MATHML, str(MATHJAX)], input=json.dumps(formulas),
                                 capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return [None] * len(formulas)
+        return []
     if result.returncode:
-        return [None] * len(formulas)
+        return []
     return [" ".join(mathml.split()) if mathml else None for mathml in json.loads(result.stdout)]
 
 
