@@ -6,9 +6,10 @@ kernel starts (the sandbox's kernelspec) and what the tamper guard watches.
 nbgrader_config.py, the grading plugins (intake.py, guarded_execute.py) and the sandbox launcher (sandboxed_kernel.py)
 read it; so does the guard inside the sandboxed kernel (kernel_startup.py), for which this file is made
 readable: it imports only the standard library. Importing it changes nothing, on disk or in the process's
-environment. The grader page (book/grader.md) renders the limits table from this file when the site is built. Each
-limit can be changed with the environment variable of its name, set in the shell that runs
-`nbgrader autograde` or `python -m autograder.grade_class`.
+environment. Each limit is a setting of the course's configuration (autograder/limits.py makes a trait of each,
+`c.Limits.memory_gb = 8` in nbgrader_config.py, which hands them to use_limits below), and the grader page
+renders its table from those settings when the site is built. The environment variable of a limit's name
+overrides it for one run, set in the shell that runs `nbgrader autograde` or `python -m autograder.grade_class`.
 
 The limits cover the whole submission, not one process: memory and processes are counted by a cgroup
 that holds the kernel and everything it starts (where the machine lets the grader create cgroups; see
@@ -34,8 +35,9 @@ class Limit:
 
     @property
     def value(self) -> float:
-        text = os.environ.get(self.variable)
-        return float(text) if text not in (None, "") else self.default
+        """The value this process applies: its variable's (an override for one run), else the course's
+        configuration (c.Limits, autograder/limits.py, handed over by use_limits), else the default."""
+        return overridden(self.variable, _configured.get(self.variable, self.default))
 
 
 LIMITS = [
@@ -79,6 +81,31 @@ BY_NAME = {limit.variable: limit for limit in LIMITS}
 PREFIX = "COURSE_GRADING_"          # every variable of the grading's, limits and settings alike
 
 
+_configured: dict[str, float] = {}      # the course's configured limits, as nbgrader_config.py resolved them
+
+
+def overridden(variable: str, configured: float) -> float:
+    """A limit's variable, when it is set, else `configured`."""
+    text = os.environ.get(variable)
+    return float(text) if text not in (None, "") else configured
+
+
+def use_limits(values: dict[str, float]) -> None:
+    """Apply the course's configured limits in this process (nbgrader_config.py calls it as it loads:
+    autograder/limits.py). A variable set in the environment still wins."""
+    unknown = set(values) - set(BY_NAME)
+    if unknown:
+        raise ValueError(f"no such limit: {', '.join(sorted(unknown))}")
+    _configured.clear()
+    _configured.update(values)
+
+
+def limit_variables() -> dict[str, str]:
+    """Every limit as this process applies it, as environment variables: what a sandbox's launcher, a process
+    of its own, is started with, so it applies the same numbers."""
+    return {limit.variable: repr(limit.value) for limit in LIMITS}
+
+
 def grading_variables() -> dict[str, str]:
     """The grading's variables set in this process's environment (what a limit or setting was changed to)."""
     return {name: text for name, text in os.environ.items() if name.startswith(PREFIX)}
@@ -86,15 +113,6 @@ def grading_variables() -> dict[str, str]:
 
 def value(variable: str) -> float:
     return BY_NAME[variable].value
-
-
-def markdown_table() -> str:
-    """The limits as the grader page shows them."""
-    rows = ["| Limit | Default | Variable | Why this default |", "| --- | --- | --- | --- |"]
-    for limit in LIMITS:
-        default = f"{limit.default:g} {limit.unit}".strip()
-        rows.append(f"| {limit.what} | {default} | `{limit.variable}` | {limit.why} |")
-    return "\n".join(rows)
 
 
 # --- the sandbox -----------------------------------------------------------------------------------------

@@ -28,8 +28,9 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from autograder.grading_environment import grading_variables
+from autograder.grading_environment import grading_variables, use_limits
 from autograder.grading_kit import CONFIGURATION, KIT_GRADEBOOK, read_folder, unpack_kit, write_folder
+from autograder.limits import Limits
 from autograder.record import grading_pipeline, without_writers
 
 LOCAL_GRADEBOOK = "worker-gradebook.db"
@@ -147,6 +148,8 @@ def _grade(root: Path, assignment, student, files, timeout, not_sent=None) -> Ou
 
     started = time.perf_counter()
     app = load_app(root)
+    # This kit's limits (a worker may have loaded another course's configuration since).
+    use_limits(Limits(config=app.config).configured())
     coursedir = app.coursedir
     for step in (coursedir.submitted_directory, coursedir.autograded_directory):
         if (root / step).exists():

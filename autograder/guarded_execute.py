@@ -31,6 +31,7 @@ from autograder.cells import add_flag, course_directory, error_output, grade_id,
     notebook_flags, output_text
 from autograder.grading_environment import value
 from autograder.kernel_relay import KernelRelay
+from autograder.limits import Limits
 from autograder.verdict import Verdict
 from autograder.withhold import hidden_lines
 
@@ -63,6 +64,8 @@ class SandboxKernelSpecs(KernelSpecManager):
         if kernel_name == grading_environment.KERNEL_NAME:
             spec = dict(grading_environment.KERNELSPEC)
             spec["argv"] = [*spec["argv"], os.pathsep.join(self.courses)]
+            # The launcher is a process of its own: it applies the limits this process applies.
+            spec["env"] = grading_environment.limit_variables()
             return self.kernel_spec_class(resource_dir=str(HERE), name=kernel_name, **spec)
         return super().get_kernel_spec(kernel_name)
 
@@ -87,6 +90,8 @@ class GuardedExecute(Execute):
     # --- the notebook -------------------------------------------------------------------------------
 
     def preprocess(self, nb, resources, km=None):
+        # The limits as this run's whole configuration sets them (a command line's --Limits.memory_gb=8 too).
+        grading_environment.use_limits(Limits(parent=self).configured())
         self._sockets = None
         self._relay = self._context = None
         self._died_in = None

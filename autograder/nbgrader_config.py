@@ -7,8 +7,9 @@ and is git-ignored. Where each of those lives: course_directory.py. The grading 
 the sandbox's kernel, what it hides and what the tamper guard watches): grading_environment.py; the
 grader page (book/grader.md) says what each limit guards against.
 
-Loading this file changes nothing on disk or in the process's environment: it only sets configuration
-(and checks, by starting a trivial sandbox, that grading kernels can be sandboxed here).
+Loading this file changes nothing on disk or in the process's environment: it sets configuration, hands the
+course's limits to the grading package of this process (grading_environment.use_limits), and checks, by
+starting a trivial sandbox, that grading kernels can be sandboxed here.
 """
 
 c = get_config()  # noqa: F821 (provided by traitlets when nbgrader loads this file)
@@ -36,7 +37,8 @@ def configure(c):
     from autograder.feedback_math import MATHML_TAGS, TypesetMath
     from autograder.feedback_summary import FeedbackSummary
     from autograder.safe_markup import TAGS as SAFE_TAGS, SafeMarkup, allowed_attribute_mathml
-    from autograder.grading_environment import kernel_arguments, sandbox_enabled, value
+    from autograder.grading_environment import kernel_arguments, sandbox_enabled, use_limits, value
+    from autograder.limits import Limits
     from autograder.late_policy import CourseLatePolicy
 
     HERE = Path(__file__).resolve().parent
@@ -45,6 +47,11 @@ def configure(c):
     # course's tools read as well (autograder.course.Course). The plugins read their folders from nbgrader's
     # CourseDirectory too.
     load_subconfig(str(HERE / "course_directory.py"))  # noqa: F821 (provided by traitlets)
+
+    # The limits of one graded submission (autograder/limits.py, declared in grading_environment.py): each is a
+    # setting, changed for the course at the end of this file, above the call of configure(), or for one run by
+    # its variable (COURSE_GRADING_MEMORY_GB=8 in the shell). Applied in every process that loads this file.
+    use_limits(Limits(config=c).configured())
 
     # A hanging cell must not stall a whole class (the notebook as a whole has its own limit too), nor a
     # kernel that is slow to start fail a student.
@@ -142,6 +149,10 @@ def configure(c):
     # `nbgrader export --exporter=autograder.export.PerCheckExport --to checks.csv`: one column per check (it
     # needs no settings: it reads the course's folders from the export command's CourseDirectory).
 
+
+# The limits of one graded submission are settings (the grader page lists them with their defaults and reasons;
+# autograder/limits.py). Change one for this course here, above the line that applies them, for example:
+# c.Limits.memory_gb = 8
 
 # traitlets logs an exception in a configuration file and goes on with the defaults, which would grade
 # without the sandbox: any error here stops nbgrader instead.

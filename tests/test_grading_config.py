@@ -25,6 +25,62 @@ def test_each_limit_can_be_changed_by_its_variable(monkeypatch):
     assert grading_environment.value("COURSE_GRADING_MEMORY_GB") == 4
 
 
+@pytest.fixture
+def course_limits():
+    """The process's configured limits, put back as they were after the test."""
+    saved = dict(grading_environment._configured)
+    yield
+    grading_environment.use_limits(saved)
+
+
+@pytest.mark.quick
+def test_each_limit_is_a_setting_that_its_variable_overrides(monkeypatch, course_limits):
+    from traitlets.config import Config
+
+    from autograder.limits import Limits
+
+    monkeypatch.delenv("COURSE_GRADING_MEMORY_GB", raising=False)
+    config = Config()
+    config.Limits.memory_gb = 8
+    grading_environment.use_limits(Limits(config=config).configured())
+    assert grading_environment.value("COURSE_GRADING_MEMORY_GB") == 8
+    assert grading_environment.value("COURSE_GRADING_DISK_MB") == 512              # the rest as declared
+    monkeypatch.setenv("COURSE_GRADING_MEMORY_GB", "1.5")
+    assert grading_environment.value("COURSE_GRADING_MEMORY_GB") == 1.5            # the run's override wins
+    assert Limits(config=config).values()["COURSE_GRADING_MEMORY_GB"] == 1.5
+    with pytest.raises(ValueError, match="no such limit"):
+        grading_environment.use_limits({"COURSE_GRADING_MEMORY": 1})
+
+
+@pytest.mark.grading
+def test_a_configured_limit_is_what_the_sandbox_applies(tmp_path, monkeypatch, course_limits):
+    """c.Limits.disk_mb = 8 in the configuration: the sandbox's launcher, a process of its own, gets it from
+    the grader (its kernelspec's environment), and the kernel cannot write 20 MB; the flag names the limit."""
+    from traitlets.config import Config
+
+    from autograder.cells import FLAGS
+    from autograder.guarded_execute import GuardedExecute
+
+    monkeypatch.delenv("COURSE_GRADING_DISK_MB", raising=False)
+    config = Config()
+    config.Limits.disk_mb = 8
+    (tmp_path / "work").mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "written = 0\n"
+        "with open('filler.bin', 'wb') as handle:\n"
+        "    for _ in range(20):\n"
+        "        handle.write(b'x' * 2**20)\n"
+        "        handle.flush()\n"
+        "        written += 1\n")])
+    nb.cells.append(nbformat.v4.new_code_cell("print('written', written)"))
+    executor = GuardedExecute(config=config, extra_arguments=grading_environment.kernel_arguments(),
+                              startup_timeout=int(grading_environment.value("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT")))
+    nb, resources = executor.preprocess(nb, {"metadata": {"path": str(tmp_path / "work")}})
+    written = int(nb.cells[1].outputs[0].text.split()[1])
+    assert written < 8, f"the kernel wrote {written} MB under a configured limit of 8 MB"
+    assert any("disk limit reached" in flag and "(8 MB of files)" in flag for flag in resources[FLAGS])
+
+
 @pytest.mark.grading
 def test_grading_refuses_with_a_clear_message_where_the_sandbox_cannot_start(tmp_path):
     """In a container that blocks user namespaces bwrap exits at once; nbgrader must stop, not grade

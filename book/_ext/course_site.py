@@ -321,16 +321,16 @@ def outdated_outputs(app: Sphinx, env, added, changed, removed) -> list[str]:
 
 
 class GradingLimits(SphinxDirective):
-    """The grader's limits, their defaults, variables and reasons, as autograder/grading_environment.py
-    defines them."""
+    """The grader's limits, their defaults, settings, variables and reasons: autograder/limits.py's traits,
+    made from the limits autograder/grading_environment.py declares."""
 
     def run(self):
-        from autograder import grading_environment
+        from autograder import grading_environment, limits
 
         self.env.note_dependency(grading_environment.__file__)
+        self.env.note_dependency(limits.__file__)
         container = nodes.container(classes=["grading-limits"])
-        self.state.nested_parse(StringList(grading_environment.markdown_table().splitlines()), self.content_offset,
-                                container)
+        self.state.nested_parse(StringList(limits.markdown_table().splitlines()), self.content_offset, container)
         return [container]
 
 
