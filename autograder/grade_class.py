@@ -60,6 +60,7 @@ from autograder.cluster import NoWorkerLeft, as_finished, cluster_client, worker
 from autograder.grading_environment import ORIGINAL_COURSE_VARIABLE, grading_variables
 from autograder.grading_kit import build_kit, handed_in_files, kit_contents
 from autograder.grading_worker import Outcome, grade_submission
+from autograder.limits import Limits
 from autograder.record import prepare_gradebook, record
 from autograder.course import REPO, Course, kernel_threads, tool_env, venv_on_path
 
@@ -100,7 +101,10 @@ class ClassGrader(LoggingConfigurable):
         instructor's course, which the sandbox hides beside the copy a worker grades, and on a local cluster,
         whose cores this run shares out, the kernels' thread count, this virtual environment first on PATH and
         Dask's usual memory trimming."""
-        variables = {**grading_variables(), **self.env, ORIGINAL_COURSE_VARIABLE: str(course.root)}
+        # The limits as this run's configuration sets them (the course's file, this command's --Limits, the
+        # shell's variables): a worker, which reads the kit's file alone, gets them as its overrides.
+        limits = {name: repr(number) for name, number in Limits(parent=self).values().items()}
+        variables = {**grading_variables(), **limits, **self.env, ORIGINAL_COURSE_VARIABLE: str(course.root)}
         if self.scheduler:
             return variables
         local = {name: text for name, text in tool_env(variables, threads).items() if os.environ.get(name) != text}
@@ -301,7 +305,7 @@ class GradeClassApp(NbGrader):
 
     @default("classes")
     def _classes_default(self):
-        return [*super()._classes_default(), ClassGrader]
+        return [*super()._classes_default(), ClassGrader, Limits]      # --help-all lists the limits too
 
     def initialize(self, argv: list[str] | None = None) -> None:
         super().initialize(argv)
