@@ -152,6 +152,10 @@ KERNELSPEC = {
     "interrupt_mode": "message",
 }
 
+# The grader's process id, which it gives the sandbox's launcher (the kernelspec's environment): the launcher
+# ends the sandbox with it (sandboxed_kernel.die_with_grader).
+GRADER_PID_VARIABLE = "COURSE_GRADING_GRADER_PID"
+
 # Run in the kernel before the student's first cell: seeds and the tamper guard.
 STARTUP_FILE = "kernel_startup.py"
 

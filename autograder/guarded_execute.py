@@ -64,8 +64,10 @@ class SandboxKernelSpecs(KernelSpecManager):
         if kernel_name == grading_environment.KERNEL_NAME:
             spec = dict(grading_environment.KERNELSPEC)
             spec["argv"] = [*spec["argv"], os.pathsep.join(self.courses)]
-            # The launcher is a process of its own: it applies the limits this process applies.
-            spec["env"] = grading_environment.limit_variables()
+            # The launcher is a process of its own: it applies the limits this process applies, and ends the
+            # sandbox when this process, its parent, dies.
+            spec["env"] = {**grading_environment.limit_variables(),
+                           grading_environment.GRADER_PID_VARIABLE: str(os.getpid())}
             return self.kernel_spec_class(resource_dir=str(HERE), name=kernel_name, **spec)
         return super().get_kernel_spec(kernel_name)
 

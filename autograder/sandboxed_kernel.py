@@ -8,7 +8,10 @@ What the kernel gets, and why:
 
 - **Its own processes.** A PID namespace: the kernel cannot see or signal any process outside it
   (nbgrader, the grading worker, other kernels), and when the kernel exits every process it started
-  dies with it, daemons included. `--die-with-parent` ends the sandbox if the grader goes away.
+  dies with it, daemons included. The sandbox ends if the grader goes away, at any moment: the launcher
+  asks the kernel to kill it when the process that started it dies (PR_SET_PDEATHSIG, kept through exec
+  into bwrap) and then checks that this process is still the grader (a grader killed before that, while the
+  launcher started, leaves no sandbox behind); bwrap's `--die-with-parent` passes it on to the sandbox.
 - **A scratch copy of its folder.** The kernel works in `/tmp/submission`, a copy of the regular files
   of the student's autograded folder (links and special files are not copied), on a private tmpfs of
   limited size. Nothing it writes reaches the autograded folder, which nbgrader writes afterwards.
@@ -323,7 +326,24 @@ def detach_stdio(label: str) -> None:
     os.close(write)
 
 
+def die_with_grader() -> None:
+    """Be killed when the grader that started this launcher dies (the kernel's parent-death signal, which
+    exec into bwrap keeps), and stop at once if it died already: its process id, which it gives in the
+    kernelspec's environment (guarded_execute.SandboxKernelSpecs), is no longer this process's parent."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "course grading: prctl(PR_SET_PDEATHSIG) failed")
+    grader = os.environ.get(grading_environment.GRADER_PID_VARIABLE, "")
+    if grader and os.getppid() != int(grader):
+        sys.exit("course grading: the grader that started this kernel is gone; no sandbox is started")
+
+
 def main(arguments: list[str]) -> None:
+    die_with_grader()
     connection_file, kernel_arguments = os.path.abspath(arguments[0]), arguments[2:]
     courses = [folder for folder in arguments[1].split(os.pathsep) if folder]      # the courses to hide
     # First of all, so that the drainer holds nothing else of the launcher's and lies outside the cgroup.

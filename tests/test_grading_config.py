@@ -225,3 +225,57 @@ def test_a_class_graders_sandbox_hides_the_instructors_course_as_well_as_the_cop
     monkeypatch.setenv(ORIGINAL_COURSE_VARIABLE, str(original))
     assert hidden_courses(GuardedExecute()) == [str(original)]       # on its own: no course being graded
     assert {str(original), str(copy)} <= set(sandboxed_kernel.masked_paths([str(copy), str(original)]))
+
+
+GRADER_THEN_SLEEP = """
+import sys, nbformat
+from autograder import grading_environment
+from autograder.guarded_execute import GuardedExecute
+nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time\\ntime.sleep(600)")])
+GuardedExecute(extra_arguments=grading_environment.kernel_arguments(), timeout=600,
+               startup_timeout=int(grading_environment.value("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT"))
+               ).preprocess(nb, {"metadata": {"path": sys.argv[1]}})
+"""
+
+
+@pytest.mark.grading
+def test_a_sandbox_ends_when_its_grader_is_killed(tmp_path):
+    """A grading worker killed outright (out of memory, say) leaves no kernel behind: its sandbox's launcher,
+    bwrap, and every process inside are gone within seconds, even with a cell still running."""
+    import psutil
+
+    work = tmp_path / "work"
+    work.mkdir()
+    grader = subprocess.Popen([sys.executable, "-c", GRADER_THEN_SLEEP, str(work)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        sandbox: list[psutil.Process] = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(p.name() == "python" or "ipykernel" in " ".join(p.cmdline())
+                                                      for p in sandbox):
+            time.sleep(0.5)
+            try:
+                sandbox = psutil.Process(grader.pid).children(recursive=True)
+            except psutil.Error:
+                break
+        assert any(p.name() == "bwrap" for p in sandbox), "the grader's kernel never started"
+        time.sleep(2)                                         # the cell is sleeping now
+        sandbox = psutil.Process(grader.pid).children(recursive=True)
+    finally:
+        grader.kill()
+        grader.wait()
+    gone, alive = psutil.wait_procs(sandbox, timeout=15)
+    assert not alive, f"left running after the grader died: {[(p.pid, p.name()) for p in alive]}"
+
+
+@pytest.mark.grading
+def test_a_launcher_whose_grader_is_already_gone_starts_no_sandbox():
+    """The race the parent-death signal cannot cover: the grader died while its launcher was starting. The
+    launcher is told its grader's process id and stops before it does anything."""
+    from autograder import sandboxed_kernel
+
+    result = subprocess.run([sys.executable, sandboxed_kernel.__file__, "/nonexistent.json", ""],
+                            env={**os.environ, grading_environment.GRADER_PID_VARIABLE: "1"},
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "the grader that started this kernel is gone" in result.stderr
