@@ -13,6 +13,7 @@ import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from autograder.cells import FLAGS, grade_id, notebook_flags, release_notebook
+from autograder.notebook import is_test
 
 
 class RestoreFromRelease(NbGraderPreprocessor):
@@ -46,7 +47,7 @@ class RestoreFromRelease(NbGraderPreprocessor):
                 position = 0 if previous is None else [grade_id(c) for c in kept].index(previous) + 1
                 kept.insert(position, nbformat.from_dict(dict(original)))
                 present.add(cell_id)
-                if original.metadata["nbgrader"].get("grade") and not original.metadata["nbgrader"].get("solution"):
+                if is_test(original):
                     flags.append(f"test cell {cell_id} was deleted and has been restored")
             previous = cell_id
         nb.cells = kept

@@ -21,6 +21,7 @@ import nbformat
 import yaml
 
 from autograder import CONFIGURATION_FILES
+from autograder import notebook as notebook_reader
 from tools.course import COURSE, Course, tool_env
 
 CATALOG = COURSE.autograder / "catalog"
@@ -144,7 +145,7 @@ def submission_from_release(assignment: str, cells: dict[str, str],
     """The release notebook (this repository's, or `release`) with the given answer cells filled in,
     as a student would hand it in."""
     notebook = nbformat.read(release or COURSE.release_notebook(assignment), as_version=4)
-    by_id = {cell.metadata.get("nbgrader", {}).get("grade_id"): cell for cell in notebook.cells}
+    by_id = {notebook_reader.grade_id(cell): cell for cell in notebook.cells}
     for grade_id, source in cells.items():
         if grade_id not in by_id:
             raise KeyError(f"{assignment} has no cell {grade_id!r}")
@@ -252,7 +253,7 @@ def graded_cell_points(assignment: str) -> dict[str, tuple[str, float]]:
     cells: dict[str, tuple[str, float]] = {}
     answer = ""
     for cell in nbformat.read(COURSE.master_notebook(assignment), as_version=4).cells:
-        meta = cell.metadata.get("nbgrader", {})
+        meta = notebook_reader.nbgrader_record(cell)
         if meta.get("solution") and cell.cell_type == "code":
             answer = meta["grade_id"]
         elif meta.get("grade"):
@@ -264,7 +265,7 @@ def master_answer(assignment: str, grade_id: str) -> str:
     """The master's solution for one answer cell, as a student would type it (nbgrader's solution markers
     removed)."""
     for cell in nbformat.read(COURSE.master_notebook(assignment), as_version=4).cells:
-        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+        if notebook_reader.grade_id(cell) == grade_id:
             return "\n".join(line for line in cell.source.splitlines()
                              if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
     raise KeyError(grade_id)
@@ -287,7 +288,7 @@ def autograded_notebook(course: Path, assignment: str, student: str) -> nbformat
 def cell_error(notebook: nbformat.NotebookNode, grade_id: str) -> str:
     """The error a graded cell showed, as the student sees it in their feedback ('' if none)."""
     for cell in notebook.cells:
-        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+        if notebook_reader.grade_id(cell) == grade_id:
             return "\n".join(f"{out.ename}: {out.evalue}" for out in cell.get("outputs", [])
                              if out.output_type == "error")
     raise KeyError(grade_id)

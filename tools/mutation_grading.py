@@ -78,11 +78,12 @@ def grade_known(assignment: str, submissions: list, workers: int | None = None,
 def verdict(scores: dict, notebook: nbformat.NotebookNode) -> dict:
     """Everything a test reads from one graded submission, to compare the two ways of grading it: each graded
     cell's score, the error it shows and whether it printed its 'passed: ' line; and the grader's flags."""
+    from autograder.notebook import grade_id
     from tools import grading
 
     passed = {}
     for cell in notebook.cells:
-        cell_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        cell_id = grade_id(cell)
         if cell_id in scores:
             passed[cell_id] = any(out.output_type == "stream" and "passed: " in out.get("text", "")
                                   for out in cell.get("outputs", []))
