@@ -22,6 +22,7 @@ The class report (autograder/report/) reads what a check said with the same func
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 import re
@@ -104,16 +105,43 @@ def words(text: str) -> list[str]:
 
 
 def heading_text(title: str) -> str:
-    """A MyST heading as Sphinx reads its text: markup characters and link targets gone."""
-    title = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", title)
-    return re.sub(r"[`$*]", "", title).strip()
+    """A MyST heading as Sphinx reads its text: markup characters and link targets gone (the heading's inline
+    source, parsed as the lessons are: lesson_parser)."""
+    (paragraph,) = [token for token in lesson_parser().parse(title) if token.type == "inline"] or [None]
+    return plain_text(paragraph.children or []) if paragraph is not None else ""
+
+
+def plain_text(children) -> str:
+    """The text of inline tokens, as Sphinx makes a section's title of them: text, code and formulas by
+    their content, links and emphasis by what they enclose."""
+    return "".join(child.content for child in children
+                   if child.type in ("text", "code_inline", "math_inline", "softbreak")).strip()
+
+
+@functools.cache
+def lesson_parser():
+    """markdown-it with the MyST syntax the lessons use (front matter, ::: fences, $ formulas, MyST blocks),
+    so that a heading-like line inside a code block, a fence or front matter is never taken for one."""
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.colon_fence import colon_fence_plugin
+    from mdit_py_plugins.dollarmath import dollarmath_plugin
+    from mdit_py_plugins.front_matter import front_matter_plugin
+    from mdit_py_plugins.myst_blocks import myst_block_plugin
+
+    return (MarkdownIt("commonmark").use(front_matter_plugin).use(colon_fence_plugin).use(dollarmath_plugin)
+            .use(myst_block_plugin))
 
 
 def anchor(title: str) -> str:
     """The id Sphinx gives a section with this heading (docutils' make_id of its text)."""
+    return make_anchor(heading_text(title))
+
+
+def make_anchor(text: str) -> str:
+    """The id Sphinx gives a section whose title is `text` (docutils' make_id)."""
     from docutils.nodes import make_id
 
-    return make_id(heading_text(title))
+    return make_id(text)
 
 
 @dataclass
@@ -133,34 +161,21 @@ class Lesson:
 
 
 def read_lesson(path: Path) -> Lesson:
-    """A MyST lesson's title and sections (## and deeper), headings inside code blocks ignored."""
-    text = path.read_text()
-    if text.startswith("---"):
-        text = text.split("\n---", 1)[-1]
-    title, headings, bodies, fence = path.stem, [], [], None
-    for line in text.splitlines():
-        stripped = line.strip()
-        opening = re.match(r"^(`{3,}|~{3,})", stripped)
-        if fence:
-            if stripped.startswith(fence) and not stripped.strip(fence[0]):
-                fence = None
-        elif opening:
-            fence = opening.group(1)
-        elif heading := re.match(r"^(#{1,6})\s+(.+?)\s*#*$", line):
-            if len(heading.group(1)) == 1:
-                title = heading_text(heading.group(2))
-            else:
-                headings.append(heading.group(2))
-                bodies.append([])
+    """A MyST lesson's title (its # heading) and sections (## and deeper, each with the text up to the next
+    heading), parsed by markdown-it as MyST reads them (lesson_parser)."""
+    lines = path.read_text().splitlines()
+    tokens = lesson_parser().parse("\n".join(lines))
+    headings = [(token.map[0], token.tag, plain_text(tokens[index + 1].children or []))
+                for index, token in enumerate(tokens) if token.type == "heading_open" and token.level == 0]
+    title = next((text for _, tag, text in headings if tag == "h1"), path.stem)
+    sections, taken = [], {make_anchor(title)}
+    for (line, tag, name), following in zip(headings, [*headings[1:], (len(lines), "", "")]):
+        if tag == "h1":
             continue
-        if bodies:
-            bodies[-1].append(line)
-    sections, taken = [], {anchor(title)}
-    for name, body in zip(headings, bodies):
         # Sphinx gives a second section of the same name a numbered id: that one is linked as the page.
-        sections.append(Section(path.stem, heading_text(name), "" if anchor(name) in taken else anchor(name),
-                                "\n".join(body)))
-        taken.add(anchor(name))
+        sections.append(Section(path.stem, name, "" if make_anchor(name) in taken else make_anchor(name),
+                                "\n".join(lines[line + 1:following[0]])))
+        taken.add(make_anchor(name))
     return Lesson(path.stem, title, sections)
 
 

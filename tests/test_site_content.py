@@ -291,3 +291,18 @@ def test_old_lesson_addresses_forward_to_existing_pages(site):
         page = (site / old).read_text()
         target = new.rsplit("/", 1)[-1]
         assert f'url={target}"' in page and f'href="{target}"' in page, old
+
+
+def test_every_section_the_feedback_links_to_is_a_section_of_the_built_lesson(site):
+    """The feedback summary links a check to a lesson's section by the id it computes from the lesson's source
+    (autograder/feedback_summary.read_lesson); Sphinx's own ids on the built page are the truth."""
+    from autograder.feedback_summary import read_lesson
+
+    for path in COURSE.lessons():
+        page = BeautifulSoup((site / "book" / f"{path.stem}.html").read_text(), "html.parser")
+        sections = {section["id"] for section in page.find_all("section") if section.get("id")}
+        lesson = read_lesson(path)
+        assert lesson.sections, path.name
+        for section in lesson.sections:
+            if section.anchor:
+                assert section.anchor in sections, f"{path.name}: no section #{section.anchor} ({section.title})"
