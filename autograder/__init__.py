@@ -11,7 +11,8 @@ folder follows one submission through it and names the module for each step.
   limits), verdict (what a check earns, the flags), withhold (hidden tests never shown), late_policy,
   export (one column per check); notebook, the one reader of nbgrader's cell records and hidden-test
   delimiters; cells, the flags and outputs they all read.
-- sandboxed_kernel, cgroups, kernel_relay, kernel_startup: the kernel every submission runs in.
+- sandboxed_kernel, cgroups, kernel_relay, kernel_startup: the kernel every submission runs in; preflight,
+  which of their limits hold on a machine, for the account that grades.
 - feedback_summary, feedback_math: the feedback pages.
 - report (a package): the class report, `python -m autograder.report`, and the course's one CSV writer.
 - grade_class, class_plan, grading_kit, cluster, grading_worker, record: the class grader on Dask (record is

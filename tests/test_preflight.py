@@ -1,0 +1,68 @@
+"""autograder/preflight.py: before a class is graded, which limits hold here and why. On this machine (root, with
+cgroups) every limit holds; a grading account without a delegated cgroup subtree is simulated by pointing the
+cgroup code at a hierarchy that does not give it the memory and pids controllers, as systemd leaves an ordinary
+user's slice."""
+
+from __future__ import annotations
+
+import pytest
+
+from autograder import cgroups, preflight
+
+pytestmark = pytest.mark.quick
+
+
+def test_here_every_limit_holds_and_grading_can_go_ahead():
+    if not cgroups.available():
+        pytest.skip("this machine lets the grader create no cgroup")
+    text, status = preflight.report()
+    assert status == 0 and "Grading can go ahead here." in text
+    assert "sandbox (bubblewrap): starts" in text
+    assert text.count("holds for the whole submission") == len(preflight.NEEDS_CGROUP)
+    assert "per process only" not in text
+
+
+@pytest.fixture
+def undelegated(monkeypatch, tmp_path):
+    """An ordinary user's cgroup v2 slice, given cpu and io but neither memory nor pids."""
+    slice_ = tmp_path / "user.slice" / "user-1000.slice"
+    slice_.mkdir(parents=True)
+    (tmp_path / "cgroup.controllers").write_text("cpu io memory pids\n")
+    (slice_ / "cgroup.controllers").write_text("cpu io\n")
+    monkeypatch.setattr(cgroups, "ROOT", tmp_path)
+    monkeypatch.setattr(cgroups, "_own_paths", lambda: {"": "/user.slice/user-1000.slice"})
+    return slice_
+
+
+def test_without_delegation_it_says_why_and_what_is_per_process(undelegated, monkeypatch):
+    monkeypatch.setenv("COURSE_GRADING_CGROUPS", "optional")
+    text, status = preflight.report()
+    assert status == 0
+    assert f"this account's cgroup ({undelegated}) is not given the memory and pids controllers" in text
+    assert "Delegate=memory pids" in text
+    rows = {row[0]: row[3] for row in preflight.limit_rows(preflight.try_cgroups(), sandbox=True)}
+    assert [rows[limit.what] for limit in preflight.grading_environment.LIMITS
+            if limit.variable in preflight.NEEDS_CGROUP] == ["per process only"] * 2
+    assert "flagged 'limits per process only'" in text
+
+
+def test_without_delegation_and_cgroups_required_grading_would_refuse(undelegated, monkeypatch):
+    monkeypatch.setenv("COURSE_GRADING_CGROUPS", "required")
+    text, status = preflight.report()
+    assert status == 1 and "Grading would refuse here." in text and "grading refuses every submission" in text
+
+
+def test_a_group_it_may_create_but_not_enter_is_reported(monkeypatch):
+    class Unenterable:
+        removed = False
+
+        def add(self, pid):
+            raise PermissionError(13, "Permission denied")
+
+        def remove(self):
+            Unenterable.removed = True
+
+    monkeypatch.setattr(cgroups, "_parents", lambda: {"unified": cgroups.ROOT / "somewhere" / cgroups.GROUP})
+    monkeypatch.setattr(cgroups, "create", lambda *args: Unenterable())
+    found = preflight.try_cgroups()
+    assert not found.works and "cannot be moved into it" in found.why and Unenterable.removed
