@@ -37,6 +37,23 @@ def add_flag(resources: dict, flag: str) -> None:
         flags.append(flag)
 
 
+# Conditions are the grader's notes on how a whole run was graded, not on what a submission did (limits held
+# per process only, on an account without control groups): recorded beside the flags, never as one, so that
+# they are said once for the class (the class report, the class grader's start), not on every notebook.
+CONDITIONS = "course_grading_conditions"      # key of the resources while grading; "conditions" in the record
+
+
+def add_condition(resources: dict, condition: str) -> None:
+    conditions = resources.setdefault(CONDITIONS, [])
+    if condition not in conditions:
+        conditions.append(condition)
+
+
+def notebook_conditions(nb: NotebookNode) -> list[str]:
+    record = nb.metadata.get(FLAGS, {})
+    return [str(text) for text in record.get("conditions", [])] if isinstance(record, dict) else []
+
+
 def course_directory(preprocessor) -> CourseDirectory:
     """nbgrader's CourseDirectory of the converter running this preprocessor (nbconvert makes each
     preprocessor with its exporter as parent, nbgrader each exporter with its converter as parent), so

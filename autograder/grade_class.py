@@ -121,6 +121,9 @@ class ClassGrader(LoggingConfigurable):
         scheduler = self.scheduler or None
         results: list[Outcome] = []
         course.prepare()
+        conditions = run_conditions(bool(self.scheduler))
+        for condition in conditions:                 # said once for the run, not on every notebook
+            print(f"course grading: {condition}", file=sys.stderr, flush=True)
         refused = {(unit.assignment, unit.student): result for unit in units
                    if (result := refusal(course, unit))}
         results += refused.values()
@@ -231,7 +234,7 @@ class ClassGrader(LoggingConfigurable):
         return {
             "course": str(course.root), "assignments": assignments, "scheduler": scheduler or "local",
             "workers": workers, "threads_per_kernel": threads,
-            "graded": len(results), "skipped": skipped,
+            "graded": len(results), "skipped": skipped, "conditions": conditions,
             "failed": [summary for summary in summaries if not summary["success"]],
             "seconds": round(time.perf_counter() - started, 3),
             "results": summaries,
@@ -252,6 +255,17 @@ def grade_class(root: Path, assignments: list[str], **settings) -> dict:
     settings = {name: value for name, value in settings.items() if value is not None}
     config = Course(Path(root)).grading_config()
     return ClassGrader(config=config, course_root=str(root), **settings).grade(assignments)
+
+
+def run_conditions(remote: bool) -> list[str]:
+    """How this run grades, where it differs from what the grader page promises: on a local cluster, an account
+    that can create no control group limits memory and processes per process only (a remote cluster's machines
+    say so in each notebook's record, which the class report gathers)."""
+    from autograder import cgroups
+    from autograder.grading_environment import sandbox_enabled
+    from autograder.guarded_execute import PER_PROCESS_ONLY
+
+    return [PER_PROCESS_ONLY] if not remote and sandbox_enabled() and not cgroups.available() else []
 
 
 def refusal(course: Course, unit: Unit) -> Outcome | None:

@@ -27,8 +27,10 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, List, Unicode
 
 from autograder import cgroups, grading_environment
-from autograder.cells import add_flag, course_directory, error_output, grade_id, is_test, nbgrader_record, \
-    notebook_flags, output_text
+from autograder.cells import (
+    add_condition, add_flag, course_directory, error_output, grade_id, is_test, nbgrader_record, notebook_flags,
+    output_text,
+)
 from autograder.grading_environment import value
 from autograder.kernel_relay import KernelRelay
 from autograder.limits import Limits
@@ -70,6 +72,11 @@ class SandboxKernelSpecs(KernelSpecManager):
                            grading_environment.GRADER_PID_VARIABLE: str(os.getpid())}
             return self.kernel_spec_class(resource_dir=str(HERE), name=kernel_name, **spec)
         return super().get_kernel_spec(kernel_name)
+
+
+# The run's condition where the grading account can create no control group (python -m autograder.preflight).
+PER_PROCESS_ONLY = ("limits per process only: this account can create no control group, so memory and processes "
+                    "were limited per process (python -m autograder.preflight says why)")
 
 
 def execution_count(count):
@@ -178,7 +185,10 @@ class GuardedExecute(Execute):
         if group is None:
             self.log.warning("no cgroup for kernel %s (limits were per process)", self._kernel_id)
             if self.sandbox and self._kernel_id:     # COURSE_GRADING_CGROUPS=optional let the kernel start
-                add_flag(resources, "limits per process only: no cgroup could be created for this submission")
+                if cgroups.available():              # this submission's alone: flagged
+                    add_flag(resources, "limits per process only: no cgroup could be created for this submission")
+                else:                                # the account's, for the whole run: said once, not a flag
+                    add_condition(resources, PER_PROCESS_ONLY)
             return
         events = group.events()
         group.remove()

@@ -122,8 +122,8 @@ def report(course_root: Path | None = None) -> tuple[str, int]:
                      "limited for the whole submission")
     else:
         consequence = ("grading refuses every submission (COURSE_GRADING_CGROUPS=required)" if required else
-                       "memory and processes are limited per process only (COURSE_GRADING_CGROUPS=optional), and "
-                       "each submission is flagged 'limits per process only'")
+                       "memory and processes are limited per process only (COURSE_GRADING_CGROUPS=optional), "
+                       "which the class grader says when it starts and the class report once for the class")
         lines.append(f"control groups: NOT AVAILABLE: {found.why}; {consequence}")
     lines += ["", *table(limit_rows(found, problem is None))]
     refuses = problem is not None or (required and not found.works)

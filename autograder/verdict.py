@@ -16,7 +16,7 @@ from __future__ import annotations
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from autograder.cells import FLAGS, add_flag, error_output, grade_id, output_text
+from autograder.cells import CONDITIONS, FLAGS, add_flag, error_output, grade_id, output_text
 from autograder.grading_environment import value
 from autograder.withhold import WITHHELD, quotes_hidden
 
@@ -96,4 +96,6 @@ class RecordFlags(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         nb.metadata[FLAGS] = {"flags": resources.get(FLAGS, [])}
+        if resources.get(CONDITIONS):
+            nb.metadata[FLAGS]["conditions"] = list(resources[CONDITIONS])
         return nb, resources

@@ -43,7 +43,7 @@ def test_without_delegation_it_says_why_and_what_is_per_process(undelegated, mon
     rows = {row[0]: row[3] for row in preflight.limit_rows(preflight.try_cgroups(), sandbox=True)}
     assert [rows[limit.what] for limit in preflight.grading_environment.LIMITS
             if limit.variable in preflight.NEEDS_CGROUP] == ["per process only"] * 2
-    assert "flagged 'limits per process only'" in text
+    assert "the class report once for the class" in text
 
 
 def test_without_delegation_and_cgroups_required_grading_would_refuse(undelegated, monkeypatch):

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 import nbformat
 
 from autograder import bounded
-from autograder.cells import notebook_flags
+from autograder.cells import notebook_conditions, notebook_flags
 from autograder.course import Course, venv_on_path
 from autograder.notebook import grade_id, is_check, nbgrader_record
 
@@ -35,6 +35,7 @@ class Result:
     late_penalty: float
     errors: dict[str, list[tuple[str, str]]] = field(default_factory=dict)   # column -> the errors the check raised
     flags: list[str] = field(default_factory=list)
+    conditions: list[str] = field(default_factory=list)                       # how it was graded (cells.CONDITIONS)
     seconds: dict[str, float | None] = field(default_factory=dict)            # notebook -> execution time
     unread: list[str] = field(default_factory=list)                           # notebooks with no autograded copy
 
@@ -51,6 +52,15 @@ class ClassData:
     results: list[Result]
     not_graded: list[tuple[str, str]]                 # (student, why) without a grade for this assignment
     max_score: float
+
+    @property
+    def conditions(self) -> dict[str, int]:
+        """How the class was graded, said once for it: each condition -> how many submissions it held for."""
+        counts: dict[str, int] = {}
+        for result in self.results:
+            for condition in result.conditions:
+                counts[condition] = counts.get(condition, 0) + 1
+        return counts
 
 
 def points(value: float) -> str:
@@ -188,6 +198,7 @@ def read_autograded(course: Course, assignment: str, result: Result, cells: list
 def read_notebook(nb: nbformat.NotebookNode, notebook: str, result: Result, cells: list[GradedCell], summary) -> None:
     """One autograded notebook's flags, running time and each check's errors (as the feedback reads them)."""
     result.flags += [str(flag) for flag in notebook_flags(nb)]
+    result.conditions += [text for text in notebook_conditions(nb) if text not in result.conditions]
     result.seconds[notebook] = execution_seconds(nb)
     columns = {cell.name: cell.column for cell in cells if cell.notebook == notebook}
     for cell in nb.cells:

@@ -1,0 +1,65 @@
+"""An account that can create no control group grades with memory and process limits per process only. That is
+how the whole run was graded, not something a submission did: it is recorded as a condition beside the flags
+(never a flag on every notebook, which would teach instructors to ignore flags), said once when the class
+grader starts and once on the class report. A submission whose own group failed while others got theirs is
+still flagged."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from autograder import cgroups, grade_class
+from autograder.cells import CONDITIONS, FLAGS, notebook_conditions, notebook_flags
+from autograder.guarded_execute import PER_PROCESS_ONLY, GuardedExecute
+from autograder.report import page
+from autograder.report.data import ClassData, Result, read_notebook
+from autograder.verdict import RecordFlags
+
+pytestmark = pytest.mark.quick
+
+
+def released_group(monkeypatch, machine_has_cgroups: bool) -> dict:
+    """The resources after GuardedExecute looked for a kernel's group and found none."""
+    monkeypatch.setattr(cgroups, "find", lambda name: None)
+    monkeypatch.setattr(cgroups, "available", lambda: machine_has_cgroups)
+    executor = GuardedExecute()
+    executor._kernel_id = "kernel-1"
+    resources: dict = {}
+    executor.release_cgroup(resources)
+    return resources
+
+
+def test_an_account_without_cgroups_is_a_condition_of_the_run_not_a_flag(monkeypatch):
+    resources = released_group(monkeypatch, machine_has_cgroups=False)
+    assert resources.get(FLAGS, []) == [] and resources[CONDITIONS] == [PER_PROCESS_ONLY]
+    nb, _ = RecordFlags().preprocess(nbformat.v4.new_notebook(), resources)
+    assert notebook_flags(nb) == [] and notebook_conditions(nb) == [PER_PROCESS_ONLY]
+
+
+def test_one_submission_without_its_group_where_others_get_theirs_is_flagged(monkeypatch):
+    resources = released_group(monkeypatch, machine_has_cgroups=True)
+    assert resources[FLAGS] == ["limits per process only: no cgroup could be created for this submission"]
+    assert CONDITIONS not in resources
+
+
+def test_the_class_grader_says_it_once_when_it_starts(monkeypatch):
+    monkeypatch.setattr(cgroups, "available", lambda: False)
+    monkeypatch.delenv("COURSE_GRADING_SANDBOX", raising=False)
+    assert grade_class.run_conditions(remote=False) == [PER_PROCESS_ONLY]
+    assert grade_class.run_conditions(remote=True) == []          # a remote machine's own notebooks say it
+    monkeypatch.setattr(cgroups, "available", lambda: True)
+    assert grade_class.run_conditions(remote=False) == []
+
+
+def test_the_class_report_says_it_once_for_the_class():
+    graded = nbformat.v4.new_notebook()
+    graded.metadata[FLAGS] = {"flags": [], "conditions": [PER_PROCESS_ONLY]}
+    results = [Result(student, {}, 1.0, 1.0, 0.0) for student in ("ada", "bo", "cy")]
+    for result in results[:2]:
+        read_notebook(graded, "layernorm", result, [], summary=None)
+    data = ClassData("01-layernorm", "course", [], results, [], 1.0)
+    assert data.conditions == {PER_PROCESS_ONLY: 2}
+    html = page.render(data, [], [], {"scores": "", "checks": ""}, None, {})
+    assert html.count("this account can create no control group") == 1 and "(2 of 3 submissions)" in html
+    assert 'id="flagged"' in html and "No submission was flagged." in html
