@@ -126,6 +126,9 @@ class Intake(NbGraderPreprocessor):
         seen_ids, seen_cell_ids = set(), set()
         for cell in nb.cells:
             cell.metadata.pop(FLAGS, None)
+            # Tags steer the executor (nbclient skips a cell tagged skip-execution, which would score an unrun test
+            # as passed); no release cell has one, so none of the student's is kept.
+            cell.metadata.pop("tags", None)
             if "nbgrader" in cell.metadata:
                 record = cell.metadata["nbgrader"]
                 cell_id = grade_id(cell)

@@ -63,3 +63,15 @@ def test_the_class_report_says_it_once_for_the_class():
     html = page.render(data, [], [], {"scores": "", "checks": ""}, None, {})
     assert html.count("this account can create no control group") == 1 and "(2 of 3 submissions)" in html
     assert 'id="flagged"' in html and "No submission was flagged." in html
+
+
+def test_a_hand_in_cannot_tag_a_test_cell_to_be_skipped(monkeypatch):
+    """nbclient skips a cell tagged skip-execution; a test that never ran would score as passed. Intake drops
+    every tag of the hand-in (no release cell has one)."""
+    from autograder.intake import Intake
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("assert False")])
+    nb.cells[0].metadata["tags"] = ["skip-execution", "raises-exception"]
+    monkeypatch.setattr(Intake, "take_handed_in_files", lambda self, resources: [])
+    nb, _ = Intake().preprocess(nb, {"nbgrader": {}})
+    assert "tags" not in nb.cells[0].metadata
