@@ -75,3 +75,18 @@ def test_a_hand_in_cannot_tag_a_test_cell_to_be_skipped(monkeypatch):
     monkeypatch.setattr(Intake, "take_handed_in_files", lambda self, resources: [])
     nb, _ = Intake().preprocess(nb, {"nbgrader": {}})
     assert "tags" not in nb.cells[0].metadata
+
+
+def test_a_long_raw_cell_is_shown_as_bounded_text_in_bounded_time():
+    """Cleaning nested tags with html5lib grows faster than the text (a 576 KB raw cell kept a worker busy for
+    minutes); a raw cell over the markdown limit is cut and shown as text, its size bounded."""
+    import time
+
+    from autograder.safe_markup import MAX_MARKDOWN_CHARS, safe_cell
+
+    cell = nbformat.v4.new_raw_cell("<b><i><u><s>" * 48_000 + "&" * 1_000_000)
+    started = time.monotonic()
+    assert safe_cell(cell) == 1
+    assert time.monotonic() - started < 5
+    assert "<b>" not in cell.source and len(cell.source) < 6 * MAX_MARKDOWN_CHARS
+    assert "more characters not shown by the grader" in cell.source
