@@ -54,5 +54,6 @@ def markdown_table() -> str:
     rows = ["| Limit | Default | Setting (override) | Why this default |", "| --- | --- | --- | --- |"]
     for limit in LIMITS:
         default = f"{limit.default:g} {limit.unit}".strip()
-        rows.append(f"| {limit.what} | {default} | `c.Limits.{trait_name(limit)}` (`{limit.variable}`) | {limit.why} |")
+        setting = f"`c.Limits.{trait_name(limit)}` (`{limit.variable}`)"
+        rows.append(f"| {limit.what} | {default} | {setting} | {limit.why} |")
     return "\n".join(rows)

@@ -34,6 +34,8 @@ GRADER_SIDE = {"COURSE_GRADING_CELL_TIMEOUT", "COURSE_GRADING_NOTEBOOK_TIMEOUT",
                "COURSE_GRADING_HANDIN_MB", "COURSE_GRADING_MESSAGE_MB", "COURSE_GRADING_MESSAGE_VALUES",
                "COURSE_GRADING_MESSAGE_PARTS"}
 NEEDS_CGROUP = {"COURSE_GRADING_MEMORY_GB", "COURSE_GRADING_PROCESSES"}
+IN_THE_SANDBOX = {"COURSE_GRADING_DISK_MB"}                 # its size-limited tmpfs
+PER_PROCESS = {"COURSE_GRADING_CPU_SECONDS"}                # setrlimit, cgroup or not
 
 
 @dataclass
@@ -97,11 +99,14 @@ def limit_rows(found: Cgroups, sandbox: bool) -> list[tuple[str, str, str, str]]
             rows.append((limit.what, applied, "the submission's control group" if found.works
                          else "per-process limits (setrlimit)",
                          "holds for the whole submission" if found.works else "per process only"))
-        elif limit.variable == "COURSE_GRADING_DISK_MB":
+        elif limit.variable in IN_THE_SANDBOX:
             rows.append((limit.what, applied, "the sandbox's size-limited tmpfs",
                          "holds" if sandbox else "not here (no sandbox)"))
-        else:
+        elif limit.variable in PER_PROCESS:
             rows.append((limit.what, applied, "per-process limits (setrlimit)", "holds per process"))
+        else:
+            raise ValueError(f"{limit.variable}: the preflight does not know what enforces it "
+                             "(autograder/preflight.py)")
     return rows
 
 

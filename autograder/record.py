@@ -19,30 +19,34 @@ import warnings
 GRADEBOOK_WRITERS = ("SaveAutoGrades", "AssignLatePenalties")     # nbgrader's preprocessors that write rows
 
 
-def writes_gradebook(preprocessor) -> bool:
-    """Whether an entry of `c.Autograde.autograde_preprocessors` (a class or its import string) is one of
-    nbgrader's gradebook writers, or a course's subclass of one."""
-    from nbgrader import preprocessors
+def step_class(step) -> type:
+    """A pipeline entry as nbgrader accepts it (a class, or its import string) -> the class."""
     from traitlets.utils.importstring import import_item
 
-    cls = import_item(preprocessor) if isinstance(preprocessor, str) else preprocessor
-    return issubclass(cls, tuple(getattr(preprocessors, name) for name in GRADEBOOK_WRITERS))
+    return import_item(step) if isinstance(step, str) else step
+
+
+def writes_gradebook(preprocessor) -> bool:
+    """Whether an entry of `c.Autograde.autograde_preprocessors` is one of nbgrader's gradebook writers, or a
+    course's subclass of one."""
+    from nbgrader import preprocessors
+
+    return issubclass(step_class(preprocessor), tuple(getattr(preprocessors, name) for name in GRADEBOOK_WRITERS))
 
 
 def checks_only(preprocessor) -> bool:
     """nbgrader's CheckCellMetadata, which raises on broken metadata and changes nothing (nbgrader's default
     pipeline runs it after the writers)."""
     from nbgrader.preprocessors import CheckCellMetadata
-    from traitlets.utils.importstring import import_item
 
-    cls = import_item(preprocessor) if isinstance(preprocessor, str) else preprocessor
-    return issubclass(cls, CheckCellMetadata)
+    return issubclass(step_class(preprocessor), CheckCellMetadata)
 
 
 def without_writers(pipeline: list) -> list:
     """The autograde pipeline a worker runs: the configured one without its gradebook writers, which must be
     its last steps but for a check (the client runs them afterwards, so a step after them that changed the
-notebook would change it after they read it under `nbgrader autograde` and before under the class grader)."""
+    notebook would change it after they read it under `nbgrader autograde` and before under the class
+    grader)."""
     kept = [step for step in pipeline if not writes_gradebook(step)]
     after = pipeline[next((i for i, step in enumerate(pipeline) if writes_gradebook(step)), len(pipeline)):]
     if any(not writes_gradebook(step) and not checks_only(step) for step in after):
@@ -104,7 +108,6 @@ def write_grades(course, config, assignment: str, student: str, notebook: str, d
     """Run the course's configured gradebook writers on one autograded notebook, as nbgrader's Autograde
     converter runs them (the same resources), with the notebook's bytes as the worker wrote them."""
     import nbformat
-    from traitlets.utils.importstring import import_item
 
     from autograder import bounded
 
@@ -115,14 +118,14 @@ def write_grades(course, config, assignment: str, student: str, notebook: str, d
                               "db_url": course.db_url}}
     for step in grading_pipeline(config):
         if writes_gradebook(step):
-            cls = import_item(step) if isinstance(step, str) else step
-            nb, resources = cls(config=config).preprocess(nb, resources)
+            nb, resources = step_class(step)(config=config).preprocess(nb, resources)
 
 
-def grading_pipeline(config) -> list:
-    """The course's configured autograde pipeline (nbgrader's default when the course sets none)."""
+def grading_pipeline(config, passes: str = "autograde_preprocessors") -> list:
+    """The course's configured Autograde `passes` (its autograde or its sanitize preprocessors; nbgrader's
+    default when the course sets none)."""
     from nbgrader.converters import Autograde
 
-    if "autograde_preprocessors" in config.Autograde:
-        return list(config.Autograde.autograde_preprocessors)
-    return list(Autograde.class_traits()["autograde_preprocessors"].default())
+    if passes in config.Autograde:
+        return list(config.Autograde[passes])
+    return list(Autograde.class_traits()[passes].default())

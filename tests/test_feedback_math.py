@@ -62,5 +62,6 @@ def test_the_memory_is_bounded(node_runs, monkeypatch):
 
 def test_a_long_formula_is_not_remembered(node_runs):
     long = "a" * (feedback_math.CACHE_MATHML_CHARS + 1)
-    assert feedback_math.to_mathml([(long, False), ("b", False)], node="node") == [f"<math>{long}</math>", "<math>b</math>"]
+    typeset = feedback_math.to_mathml([(long, False), ("b", False)], node="node")
+    assert typeset == [f"<math>{long}</math>", "<math>b</math>"]
     assert list(feedback_math._typeset) == [("b", False)]

@@ -66,3 +66,9 @@ def test_a_group_it_may_create_but_not_enter_is_reported(monkeypatch):
     monkeypatch.setattr(cgroups, "create", lambda *args: Unenterable())
     found = preflight.try_cgroups()
     assert not found.works and "cannot be moved into it" in found.why and Unenterable.removed
+
+
+def test_the_preflight_knows_what_enforces_every_declared_limit():
+    groups = [preflight.GRADER_SIDE, preflight.NEEDS_CGROUP, preflight.IN_THE_SANDBOX, preflight.PER_PROCESS]
+    for limit in preflight.grading_environment.LIMITS:
+        assert sum(limit.variable in group for group in groups) == 1, limit.variable

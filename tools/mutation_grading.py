@@ -198,12 +198,10 @@ class Grader:
         """The notebook autograde executes: the submission through the course's configured sanitizing passes
         but Intake (the release's metadata back, deleted cells put back, test and locked cells' source from
         the gradebook, hidden tests included)."""
-        from nbgrader.converters import Autograde
-
         from autograder.intake import Intake
+        from autograder.record import grading_pipeline, step_class
 
-        passes = self.config.Autograde.get("sanitize_preprocessors") or \
-            Autograde.class_traits()["sanitize_preprocessors"].default()
+        passes = [step_class(step) for step in grading_pipeline(self.config, "sanitize_preprocessors")]
         converter = CatalogConverter(self.course.coursedir, config=self.config)
         resources = {"nbgrader": {"notebook": self.notebook, "assignment": self.assignment, "student": student,
                                   "db_url": self.course.db_url}}
