@@ -4,8 +4,10 @@ A per-process limit (setrlimit) lets a notebook multiply its share: three childr
 1.5 GB in /dev/shm each stay under a 4 GB address-space limit. A cgroup counts them all together, tmpfs
 pages included, and its `pids` controller caps the processes and threads.
 
-The launcher (sandboxed_kernel.py) creates the group `course-grading/<kernel id>@<owner>` below its own
-cgroup and moves itself in before it starts bubblewrap, so everything the kernel starts is counted. After
+The launcher (sandboxed_kernel.py) creates the group `course-grading/<kernel id>@<owner>` below the group an
+admin delegated to the grading account (COURSE_GRADING_CGROUP_PARENT; on a hub the grader is never root), or
+else below its own cgroup, and moves itself in before it starts bubblewrap, so everything the kernel starts
+is counted. After
 the notebook ran, the grader (guarded_execute.GuardedExecute) reads the group's events (a process killed for
 memory, a fork refused), kills whatever is left and removes the group.
 
@@ -21,7 +23,10 @@ per-process limits, says so on the launcher's standard error, and the grader fla
 Works with cgroup v1 (separate `memory` and `pids` hierarchies) and v2 (one unified hierarchy with
 both controllers delegated). Where neither can be written (an unprivileged user without delegation, a
 locked-down container), `available()` is False and the launcher falls back to per-process limits;
-the grader page says what that loses.
+the grader page says what that loses, the instructors' page how an admin delegates a group, and
+`python -m autograder.preflight` whether it worked. On v2 the kernel's launcher must start inside the
+delegated group (the kernel moves between two of its groups, which needs write access to the group that
+holds both): systemd's `Delegate=` and `DelegateSubgroup=` on the grader's unit do that.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ import os
 import signal
 import sys
 from pathlib import Path
+
+from autograder import grading_environment
 
 ROOT = Path("/sys/fs/cgroup")
 GROUP = "course-grading"
@@ -50,15 +57,22 @@ def _own_paths() -> dict[str, str]:
 
 
 def _parents() -> dict[str, Path] | None:
-    """Where our groups go: {'memory': dir, 'pids': dir} (v1) or {'unified': dir} (v2), or None."""
+    """Where our groups go: {'memory': dir, 'pids': dir} (v1) or {'unified': dir} (v2), or None. Below the
+    group an admin delegated to the grading account (grading_environment.cgroup_parent), else below this
+    process's own group."""
     own = _own_paths()
-    v1 = {c: ROOT / c / own[c].lstrip("/") / GROUP for c in ("memory", "pids")
+    delegated = grading_environment.cgroup_parent()
+    v1 = {c: ROOT / c / (delegated or own[c]).lstrip("/") / GROUP for c in ("memory", "pids")
           if c in own and (ROOT / c / "cgroup.procs").exists()}
     if len(v1) == 2:
         return v1
     if (ROOT / "cgroup.controllers").exists() and "" in own:
-        base = ROOT / own[""].lstrip("/")
-        if {"memory", "pids"} <= set((base / "cgroup.controllers").read_text().split()):
+        base = ROOT / (delegated or own[""]).lstrip("/")
+        try:
+            offered = set((base / "cgroup.controllers").read_text().split())
+        except OSError:                      # a delegated group that does not exist
+            return None
+        if {"memory", "pids"} <= offered:
             return {"unified": base / GROUP}
     return None
 
@@ -148,12 +162,23 @@ def create(name: str, memory_bytes: int, processes: int) -> Cgroup | None:
     dirs = {}
     try:
         for controller, parent in parents.items():
-            parent.mkdir(exist_ok=True)
             if controller == "unified":
+                # v2 hands a controller to a group only where its parent enables it for its children: the
+                # delegated group (which holds no process of its own, systemd's DelegateSubgroup=) for
+                # course-grading, course-grading for each kernel's group. Where this process's own group is the
+                # parent, it holds processes and cannot: its controllers must already be enabled.
+                if grading_environment.cgroup_parent():
+                    try:
+                        _write(parent.parent / "cgroup.subtree_control", "+memory +pids")
+                    except OSError:
+                        pass
+                parent.mkdir(exist_ok=True)
                 try:
                     _write(parent / "cgroup.subtree_control", "+memory +pids")
                 except OSError:
                     pass
+            else:
+                parent.mkdir(exist_ok=True)
             directory = parent / name
             directory.mkdir(exist_ok=True)
             dirs[controller] = directory
@@ -253,8 +278,6 @@ def enter(name: str, memory_bytes: int, processes: int, required: bool | None = 
     process into it. Where that fails: raise CgroupRequired with the reason if cgroups are required
     (`required`, default grading_environment's setting), else say so on standard error and return None."""
     if required is None:
-        from autograder import grading_environment
-
         required = grading_environment.cgroups_required()
     tag = owner_tag(os.getppid() if owner is None else owner)
     sweep()

@@ -138,6 +138,24 @@ def cgroups_required() -> bool:
     return setting == "required"
 
 
+CGROUP_PARENT_VARIABLE = "COURSE_GRADING_CGROUP_PARENT"
+
+
+def cgroup_parent() -> str | None:
+    """COURSE_GRADING_CGROUP_PARENT: the control group an admin delegated to the grading account, as a path from
+    the hierarchy's root (`/course-grader`, or a systemd unit's `/system.slice/course-grader.service`); each
+    kernel's group is made below it. Unset (the default), below the cgroup the grader runs in, which is only
+    writable where the grader is root or its own cgroup is delegated. The instructors' page says how an admin
+    delegates one; `python -m autograder.preflight` checks it."""
+    setting = os.environ.get(CGROUP_PARENT_VARIABLE, "")
+    if not setting:
+        return None
+    parts = setting.split("/")
+    if not setting.startswith("/") or any(part in ("", ".", "..") for part in parts[1:]):
+        raise ValueError(f"{CGROUP_PARENT_VARIABLE} is {setting!r}; it must be a cgroup path such as /course-grader")
+    return setting
+
+
 # The kernel every submission runs in, as a Jupyter kernelspec. It is not installed anywhere: the grader
 # hands it to the kernel manager (guarded_execute.SandboxKernelSpecs), with {resource_dir} this package's
 # folder and the graded course's root added as the launcher's second argument (the launcher hides it), so

@@ -54,7 +54,11 @@ def try_cgroups() -> Cgroups:
     where = ", ".join(str(parent) for parent in parents.values())
     group = cgroups.create(f"preflight-{os.getpid()}", 64 * 2**20, 16)
     if group is None:
-        return Cgroups(False, where, f"this account cannot create a group in {where}")
+        delegated = grading_environment.cgroup_parent()
+        return Cgroups(False, where, f"this account cannot create a group in {where}" + (
+            f" ({grading_environment.CGROUP_PARENT_VARIABLE}={delegated}: the admin makes that group and gives it "
+            "to this account)" if delegated else
+            f" (an admin delegates a group to this account and names it in {grading_environment.CGROUP_PARENT_VARIABLE})"))
     trial = subprocess.Popen(["sleep", "30"])
     try:
         group.add(trial.pid)
@@ -71,18 +75,23 @@ def try_cgroups() -> Cgroups:
 def no_hierarchy_reason() -> str:
     """Why cgroups._parents found no hierarchy with the memory and pids controllers this account may use."""
     own = cgroups._own_paths()
+    delegated = grading_environment.cgroup_parent()
     unified = cgroups.ROOT / "cgroup.controllers"
     if unified.exists() and "" in own:
-        base = cgroups.ROOT / own[""].lstrip("/")
+        base = cgroups.ROOT / (delegated or own[""]).lstrip("/")
+        if delegated and not base.is_dir():
+            return (f"{grading_environment.CGROUP_PARENT_VARIABLE} names {delegated}, and there is no such group "
+                    f"({base})")
         try:
             offered = set((base / "cgroup.controllers").read_text().split())
         except OSError:
             offered = set()
         missing = sorted({"memory", "pids"} - offered)
+        whose = "the delegated" if delegated else "this account's"
         if missing:
-            return (f"this account's cgroup ({base}) is not given the {' and '.join(missing)} controller"
+            return (f"{whose} cgroup ({base}) is not given the {' and '.join(missing)} controller"
                     f"{'s' if len(missing) > 1 else ''}: an admin delegates them (systemd: Delegate=memory pids)")
-        return f"this account's cgroup ({base}) cannot be written"
+        return f"{whose} cgroup ({base}) cannot be written"
     if not cgroups.ROOT.exists():
         return f"no cgroup file system at {cgroups.ROOT}"
     return "no writable memory and pids hierarchies (cgroup v1) for this account"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder import cgroups, preflight
+from autograder import cgroups, grading_environment, preflight
 
 pytestmark = pytest.mark.quick
 
@@ -72,3 +72,21 @@ def test_the_preflight_knows_what_enforces_every_declared_limit():
     groups = [preflight.GRADER_SIDE, preflight.NEEDS_CGROUP, preflight.IN_THE_SANDBOX, preflight.PER_PROCESS]
     for limit in preflight.grading_environment.LIMITS:
         assert sum(limit.variable in group for group in groups) == 1, limit.variable
+
+
+@pytest.mark.parametrize("setting", ["course-grader", "/", "/a//b", "/a/../b", "/a/./b"])
+def test_a_delegated_group_must_be_a_plain_cgroup_path(monkeypatch, setting):
+    monkeypatch.setenv(grading_environment.CGROUP_PARENT_VARIABLE, setting)
+    with pytest.raises(ValueError, match=grading_environment.CGROUP_PARENT_VARIABLE):
+        grading_environment.cgroup_parent()
+
+
+def test_kernels_groups_go_below_the_delegated_group_and_its_absence_is_named(undelegated, monkeypatch):
+    """cgroup v2: the grader runs in an undelegated slice; the admin delegated another group to it."""
+    delegated = undelegated.parent.parent / "course-grader.service"
+    monkeypatch.setenv(grading_environment.CGROUP_PARENT_VARIABLE, "/course-grader.service")
+    assert cgroups._parents() is None
+    assert "names /course-grader.service, and there is no such group" in preflight.no_hierarchy_reason()
+    delegated.mkdir()
+    (delegated / "cgroup.controllers").write_text("memory pids\n")
+    assert cgroups._parents() == {"unified": delegated / cgroups.GROUP}
