@@ -48,6 +48,10 @@ def configure(c):
     # CourseDirectory too.
     load_subconfig(str(HERE / "course_directory.py"))  # noqa: F821 (provided by traitlets)
 
+    # `nbgrader collect` takes from the exchange only folders a student owns and the files they own, never through
+    # a link: on a hub every student may write into the exchange's inbound (autograder/exchange_collect.py).
+    c.ExchangeFactory.collect = "autograder.exchange_collect.OwnerCheckedCollect"
+
     # The limits of one graded submission (autograder/limits.py, declared in grading_environment.py): each is a
     # setting, changed for the course at the end of this file, above the call of configure(), or for one run by
     # its variable (COURSE_GRADING_MEMORY_GB=8 in the shell). Applied in every process that loads this file.

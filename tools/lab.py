@@ -56,9 +56,11 @@ def cell_timeout() -> int:
     return int(value("COURSE_GRADING_CELL_TIMEOUT"))
 
 
-def prepare(role: str, state: Path, *, exchange: Path | None = None, student: str | None = None) -> dict[str, str]:
-    """Write the role's Jupyter configuration under `state`; return the environment that selects it."""
-    config, settings = state / "config", state / "settings"
+def write_role(role: str, config: Path, settings: Path, *, exchange: Path | None = None,
+               student: str | None = None, cache: Path | None = None) -> None:
+    """Write the role's Jupyter configuration (`config`) and JupyterLab settings (`settings`). A student's names
+    the course, the exchange and, for one person's server, the student id and nbgrader's cache (on a hub,
+    tools/hub.py, neither: nbgrader takes the login and each user's own data folder)."""
     disabled = dict(QUIET)
     if role == "student":
         disabled.update(INSTRUCTOR_ONLY_LAB)
@@ -70,10 +72,10 @@ def prepare(role: str, state: Path, *, exchange: Path | None = None, student: st
             "# Written by tools/lab.py for a student's JupyterLab.\n"
             "c = get_config()  # noqa: F821\n"
             f"c.CourseDirectory.course_id = {COURSE.course_id!r}\n"
-            f"c.CourseDirectory.student_id = {student!r}\n"
-            f"c.Exchange.root = {str(exchange)!r}\n"
-            f"c.Exchange.cache = {str(state / 'nbgrader_cache')!r}\n"
-            f"c.Execute.timeout = {cell_timeout()}\n"
+            + (f"c.CourseDirectory.student_id = {student!r}\n" if student else "")
+            + f"c.Exchange.root = {str(exchange)!r}\n"
+            + (f"c.Exchange.cache = {str(cache)!r}\n" if cache else "")
+            + f"c.Execute.timeout = {cell_timeout()}\n"
             "# Validate stops at the first cell that runs past the timeout (tools/lab_student.py).\n"
             "from tools.lab_student import stop_at_timeout\n"
             "c.Execute.on_cell_error = stop_at_timeout\n")
@@ -82,6 +84,19 @@ def prepare(role: str, state: Path, *, exchange: Path | None = None, student: st
     write_json(config / "labconfig" / "page_config.json", {"disabledExtensions": disabled})
     write_json(settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings",
                NOTIFICATION_SETTINGS)
+
+
+def prepare(role: str, state: Path, *, exchange: Path | None = None, student: str | None = None) -> dict[str, str]:
+    """Write the role's Jupyter configuration under `state`; return the environment that selects it."""
+    config, settings = state / "config", state / "settings"
+    write_role(role, config, settings, exchange=exchange, student=student, cache=state / "nbgrader_cache")
+    if role == "instructor":
+        # On one account every student's hand-in belongs to that account: the course's collector must not
+        # refuse them as a hub's does (autograder/exchange_collect.py; ExchangeCollect.check_owner).
+        (config / "nbgrader_config.py").write_text(
+            "# Written by tools/lab.py for an instructor's JupyterLab on one account.\n"
+            "c = get_config()  # noqa: F821\n"
+            "c.ExchangeCollect.check_owner = False\n")
     for folder in ("data", "runtime", "workspaces", "ipython"):
         (state / folder).mkdir(parents=True, exist_ok=True)
     return {

@@ -1,0 +1,107 @@
+"""autograder/exchange_collect.py: `nbgrader collect` takes from the exchange only what each student handed in.
+
+An exchange is laid out as nbgrader's submit leaves it on a hub (each entry and its files owned by the student who
+made it), with the machine's own accounts `nobody`, `daemon` and `bin` as students, and what a student can do to
+`inbound` besides submitting: an entry in a classmate's name, a link to a file only the grader account may read, a
+file another account owns, a name whose time does not parse, an entry over the size limit. The collector, run as
+nbgrader runs it (its exchange factory, the course's settings), takes each student's own newest submission and
+nothing else, and one student's entry never stops the collect of the others. Stock nbgrader's collect is run on
+the same exchange for comparison: it takes the forged entry as daemon's.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import pwd
+from pathlib import Path
+
+import pytest
+from nbgrader.auth import Authenticator
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.exchange.default.collect import ExchangeCollect
+
+from autograder.exchange_collect import OwnerCheckedCollect
+from tools.course import venv_on_path
+
+pytestmark = pytest.mark.quick
+
+COURSE_ID, A = "gpt2-block", "01-layernorm"
+
+
+def when(minutes: int) -> str:
+    moment = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.timezone.utc) + datetime.timedelta(minutes=minutes)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.%f %Z")
+
+
+def entry(inbound: Path, name: str, owner: str, files: dict[str, bytes], minutes: int) -> Path:
+    folder = inbound / f"{name}+{A}+{when(minutes)}+r{minutes}"
+    folder.mkdir()
+    account = pwd.getpwnam(owner)
+    for filename, content in files.items():
+        (folder / filename).write_bytes(content)
+        os.chown(folder / filename, account.pw_uid, account.pw_gid)
+    os.chown(folder, account.pw_uid, account.pw_gid)
+    return folder
+
+
+@pytest.fixture
+def exchange(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("laying out an exchange owned by several accounts needs root")
+    inbound = tmp_path / "exchange" / COURSE_ID / "inbound"
+    inbound.mkdir(parents=True)
+    secret = tmp_path / "course" / "solutions" / "layernorm.ipynb"          # only the grader may read it
+    secret.parent.mkdir(parents=True)
+    secret.write_text("THE MASTER")
+    secret.chmod(0o600)
+    entry(inbound, "nobody", "nobody", {"layernorm.ipynb": b"nobody's first"}, 0)
+    own = entry(inbound, "nobody", "nobody", {"layernorm.ipynb": b"nobody's answer", "notes.txt": b"mine"}, 10)
+    (own / "master.ipynb").symlink_to(secret)                       # a link to what only the grader can read
+    (own / "planted.txt").write_text("planted by root")             # a file another account owns
+    entry(inbound, "daemon", "daemon", {"layernorm.ipynb": b"daemon's answer"}, 5)
+    entry(inbound, "daemon", "nobody", {"layernorm.ipynb": b"nobody pretending to be daemon"}, 20)   # forged
+    (inbound / f"nobody+{A}+99999999999999999999999+x").mkdir()       # a time that does not parse
+    (inbound / f"bin+{A}+{when(30)}+link").symlink_to(own)            # an entry that is a link
+    entry(inbound, "bin", "bin", {"layernorm.ipynb": b"x" * 40_000}, 3)                              # too large
+    return tmp_path
+
+
+def collect(root: Path, collector=OwnerCheckedCollect) -> dict[str, dict[str, bytes]]:
+    coursedir = CourseDirectory(root=str(root / "course"), course_id=COURSE_ID, assignment_id=A,
+                                db_url=f"sqlite:///{root / 'gradebook.db'}", max_dir_size=20)     # 20 KB
+    with venv_on_path():                     # nbgrader's Gradebook calls alembic from PATH to make the database
+        collector(coursedir=coursedir, authenticator=Authenticator(), root=str(root / "exchange")).start()
+    submitted = root / "course" / "submitted"
+    return {student.name: {path.name: path.read_bytes() for path in (student / A).iterdir()}
+            for student in submitted.iterdir() if (student / A).exists()} if submitted.exists() else {}
+
+
+def test_each_student_gets_their_own_newest_submission_and_nothing_planted_or_linked(exchange):
+    collected = collect(exchange)
+    assert collected["nobody"] == {"layernorm.ipynb": b"nobody's answer", "notes.txt": b"mine"}
+    assert collected["daemon"] == {"layernorm.ipynb": b"daemon's answer"}       # not the forgery, though newer
+    assert "bin" not in collected                                               # over the limit, alone
+
+
+def test_stock_collect_takes_the_forgery_as_the_classmates_work_and_follows_links(exchange):
+    """What the course's collector is for (nbgrader 0.9.6): the stock one, on the same exchange, minus the two
+    entries that stop it for the whole class."""
+    inbound = exchange / "exchange" / COURSE_ID / "inbound"
+    (inbound / f"nobody+{A}+99999999999999999999999+x").rmdir()
+    for big in inbound.glob(f"bin+{A}+*"):
+        big.unlink() if big.is_symlink() else [*map(Path.unlink, big.iterdir()), big.rmdir()]
+    collected = collect(exchange, ExchangeCollect)
+    assert collected["daemon"] == {"layernorm.ipynb": b"nobody pretending to be daemon"}
+    assert collected["nobody"]["master.ipynb"] == b"THE MASTER"
+
+
+def test_on_one_account_owners_are_not_checked_but_links_are_still_not_followed(exchange):
+    """tools/lab.py's demo: every student is the one account, which sets nbgrader's check_owner off."""
+    class OneAccount(OwnerCheckedCollect):
+        check_owner = False
+
+    collected = collect(exchange, OneAccount)
+    assert collected["daemon"] == {"layernorm.ipynb": b"nobody pretending to be daemon"}      # the newest
+    assert collected["nobody"] == {"layernorm.ipynb": b"nobody's answer", "notes.txt": b"mine",
+                                   "planted.txt": b"planted by root"}
