@@ -73,6 +73,14 @@ student: $(STAMP)
 instructor: $(BWRAP) $(STAMP)
 	$(PY) -m tools.lab instructor $(LAB_ARGS)
 
+# A JupyterHub for one class on this machine (deploy/hub/, tools/hub.py), as root: `make hub` prepares a local
+# demo (the grader account, an instructor and three students with the password demo-<login>, the course in
+# /srv/gpt2-block, the exchange, a control group for the grader account) and starts the hub on
+# http://127.0.0.1:8000. The instructors' page walks an admin through a real deployment.
+.PHONY: hub
+hub: debian-packages $(STAMP) $(NPM_STAMP)
+	$(PY) -m tools.hub demo $(HUB_ARGS)
+
 # The lessons as .ipynb files in _build/notebooks, which the deploy workflow publishes on the
 # `notebooks` branch for the Colab buttons (Colab cannot open MyST Markdown).
 notebooks: $(STAMP)

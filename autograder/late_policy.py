@@ -6,9 +6,9 @@ A submission handed in after the assignment's due date (set with `nbgrader db as
 started days after a grace period, up to a cap; one handed in on time, or within the grace period, loses
 nothing. The defaults (15 minutes' grace, 10 % a day, at most 50 %) are set in nbgrader_config.py, where an
 instructor changes them; `penalty_method = "zero"` keeps nbgrader's stock rule instead (a late submission
-scores zero). nbgrader records the penalty in the gradebook (`late_submission_penalty`), subtracts it in
-every total it reports (the formgrader, `nbgrader export`, the class report) and shows it on the feedback
-page.
+scores zero). nbgrader records the penalty in the gradebook (`late_submission_penalty`), subtracts it from the
+totals of `nbgrader export` and the class report and shows it on the feedback page; the formgrader's lists show
+the score before it.
 """
 
 from __future__ import annotations

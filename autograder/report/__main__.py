@@ -14,10 +14,14 @@ from autograder.report.page import COMMAND
 
 
 def course_of(path: str | None) -> Course:
-    """--course: the course's root folder, or its autograder/ folder (where nbgrader runs); by default the
-    checkout this package lies in."""
+    """--course: the course's root folder, or its autograder/ folder (where nbgrader runs); by default the course
+    of the folder the command runs in (as nbgrader's commands read theirs), else the checkout this package lies in
+    (a hub's course is a copy of it, elsewhere)."""
     if not path:
-        return Course()
+        here = Path.cwd()
+        if not any((folder / "autograder" / "course_directory.py").is_file() for folder in (here, here.parent)):
+            return Course()
+        path = str(here)
     folder = Path(path).resolve()
     if (folder / "course_directory.py").is_file() and not (folder / "autograder").is_dir():
         folder = folder.parent
@@ -31,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="\n".join(doc.split("\n")[1:6]))
     parser.add_argument("assignments", nargs="+", metavar="ASSIGNMENT", help="assignment name(s), or `all`")
-    parser.add_argument("--course", help="the course's root folder or its autograder/ folder (default: this checkout)")
+    parser.add_argument("--course", help="the course's root folder or its autograder/ folder (default: the one "
+                        "this command runs in, else this checkout)")
     parser.add_argument("--out", help="folder for the report and the exports (default: the course's "
                         "_build/class-report)")
     parser.add_argument("--roster", type=Path, help="CSV mapping nbgrader student ids (column student_id) to "

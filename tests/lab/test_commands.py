@@ -21,9 +21,10 @@ def recipe(target: str) -> str:
 def test_make_targets_run_the_launcher_the_browser_tests_use():
     assert "-m tools.lab student" in recipe("student")
     assert "-m tools.lab instructor" in recipe("instructor")
+    assert "-m tools.hub demo" in recipe("hub")                    # tests/lab/test_hub.py prepares with tools.hub
 
 
 def test_landing_and_instructors_pages_give_each_role_its_command():
     assert "make student" in (REPO / "book" / "index.md").read_text()
     instructors = (REPO / "book" / "instructors.md").read_text()
-    assert "make instructor" in instructors and "make student" in instructors
+    assert "make instructor" in instructors and "make student" in instructors and "make hub" in instructors
