@@ -122,7 +122,10 @@ class OwnerCheckedCollect(ExchangeCollect):
                 if name in skipped:
                     continue
                 path = os.path.join(root, name)
-                info = os.lstat(path)
+                try:
+                    info = os.lstat(path)
+                except OSError:                     # gone since the listing: the student is still changing it
+                    continue
                 if not stat.S_ISREG(info.st_mode) or (self.check_owner and info.st_uid != owner):
                     self.log.warning("Not collected from %s: %r (a link, or a file another account owns)",
                                      os.path.basename(src)[:200], os.path.relpath(path, src)[:200])
@@ -137,7 +140,11 @@ class OwnerCheckedCollect(ExchangeCollect):
         for path, info in chosen:
             target = os.path.join(dest, os.path.relpath(path, src))
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            copy_without_links(path, target, info)
+            try:
+                copy_without_links(path, target, info)
+            except OSError as error:               # made a link, or removed, since it was checked: not copied
+                self.log.warning("Not collected from %s: %r (%s)", os.path.basename(src)[:200],
+                                 os.path.relpath(path, src)[:200], error.strerror)
 
 
 def copy_without_links(path: str, target: str, seen: os.stat_result) -> None:
@@ -146,7 +153,8 @@ def copy_without_links(path: str, target: str, seen: os.stat_result) -> None:
     try:
         now = os.fstat(fd)
         if (now.st_dev, now.st_ino) != (seen.st_dev, seen.st_ino) or not stat.S_ISREG(now.st_mode):
-            return
+            # Another file than the one checked (a folder on its path swapped for a link since): not this one.
+            raise OSError(0, "changed since it was checked")
         with open(target, "wb") as out:
             remaining = seen.st_size
             while remaining > 0:

@@ -105,3 +105,20 @@ def test_on_one_account_owners_are_not_checked_but_links_are_still_not_followed(
     assert collected["daemon"] == {"layernorm.ipynb": b"nobody pretending to be daemon"}      # the newest
     assert collected["nobody"] == {"layernorm.ipynb": b"nobody's answer", "notes.txt": b"mine",
                                    "planted.txt": b"planted by root"}
+
+
+def test_a_file_swapped_for_a_link_after_the_check_is_not_copied(tmp_path):
+    """The race the copy closes: a folder on the path made a link to what only the grader reads, after the walk."""
+    from autograder.exchange_collect import copy_without_links
+
+    (tmp_path / "hand-in" / "sub").mkdir(parents=True)
+    checked = tmp_path / "hand-in" / "sub" / "answer.ipynb"
+    checked.write_text("mine")
+    seen = os.lstat(checked)
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "answer.ipynb").write_text("THE MASTER")
+    (tmp_path / "hand-in" / "sub").rename(tmp_path / "moved")
+    (tmp_path / "hand-in" / "sub").symlink_to(tmp_path / "secret")
+    with pytest.raises(OSError, match="changed since it was checked"):
+        copy_without_links(str(checked), str(tmp_path / "copy.ipynb"), seen)
+    assert not (tmp_path / "copy.ipynb").exists()
