@@ -251,14 +251,24 @@ def test_a_sandbox_ends_when_its_grader_is_killed(tmp_path):
     try:
         sandbox: list[psutil.Process] = []
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not any(p.name() == "python" or "ipykernel" in " ".join(p.cmdline())
-                                                      for p in sandbox):
+
+        def started(processes) -> bool:
+            """bwrap and the kernel inside it: the launcher (a python process too) has run bwrap, which started
+            the kernel (waiting for a python child alone once caught the launcher before that: a flaky test)."""
+            try:
+                commands = [(p.name(), " ".join(p.cmdline())) for p in processes]
+            except psutil.Error:
+                return False
+            return (any(name == "bwrap" for name, _ in commands)
+                    and any(name != "bwrap" and "ipykernel" in line for name, line in commands))
+
+        while time.monotonic() < deadline and not started(sandbox):
             time.sleep(0.5)
             try:
                 sandbox = psutil.Process(grader.pid).children(recursive=True)
             except psutil.Error:
                 break
-        assert any(p.name() == "bwrap" for p in sandbox), "the grader's kernel never started"
+        assert started(sandbox), "the grader's kernel never started"
         time.sleep(2)                                         # the cell is sleeping now
         sandbox = psutil.Process(grader.pid).children(recursive=True)
     finally:
