@@ -71,9 +71,19 @@ class Survey:
         if self.refusal:
             return [*flags, self.refusal]
         if self.left_out:
-            names = ", ".join(self.left_out[:5]) + (f" and {len(self.left_out) - 5} more" if len(self.left_out) > 5 else "")
+            names = ", ".join(map(shown, self.left_out[:5])) + (
+                f" and {len(self.left_out) - 5} more" if len(self.left_out) > 5 else "")
             flags.append(f"not graded: files the release does not ship ({names})")
         return flags
+
+
+def shown(name: str, most: int = 80) -> str:
+    """A file name as a flag shows it: the student chose it, so bytes that are not UTF-8 (which Python keeps as
+    surrogates, and which no notebook can be written with) and characters that are not printable are written as
+    escapes, and a long name is cut."""
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
+    return text if len(text) <= most else text[:most] + "…"
 
 
 def listing(folder: Path) -> dict[str, int]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import csv
 import json
+import os
 import subprocess
 import sys
 import time
@@ -195,6 +196,10 @@ def hostile(course, tmp_path_factory):
     submissions.append(grading.Submission("renamed", A, answer(CORRECT), filename="layernorm (1).ipynb"))
     submissions.append(grading.Submission("extra-files", A, answer(CORRECT),
                                           extra_files={"notes.txt": b"my notes", "scratch.py": b"x = 1\n"}))
+    # A name that is not UTF-8 (a Latin-1 file system, a zip from another machine, or on a hub on purpose): once it
+    # failed that student's grading under both front doors, when the flag naming it was written into the notebook.
+    submissions.append(grading.Submission("odd-file-name", A, answer(CORRECT),
+                                          extra_files={os.fsdecode(ODD_NAME): b"my notes"}))
     timestamp = grading.Submission(BAD_TIMESTAMP, A, answer(CORRECT),
                                    extra_files={"timestamp.txt": b"the day after tomorrow"})
     root = grading.copy_course(course, tmp_path_factory.mktemp("hostile") / "course")
@@ -207,6 +212,7 @@ def hostile(course, tmp_path_factory):
 HOSTILE_SECONDS: list[float] = []
 HOSTILE_SUMMARY: list[dict] = []
 BAD_TIMESTAMP = "bad-timestamp"          # graded with the class, kept out of the mapping the tests iterate
+ODD_NAME = "notes-été.txt".encode("latin-1")            # a file name in Latin-1: not UTF-8
 
 
 def total(graded_in, student):
@@ -223,6 +229,11 @@ def test_honest_students_are_graded_correctly_beside_hostile_ones(hostile):
     assert total(hostile, "honest") == (FULL, POINTS)
     assert total(hostile, "sample-variance") == (SAMPLE_VARIANCE_SCORE, POINTS)
     assert total(hostile, "extra-files") == (FULL, POINTS)
+
+
+def test_a_file_name_that_is_not_utf8_is_named_in_a_flag_and_the_notebook_graded(hostile):
+    assert total(hostile, "odd-file-name") == (FULL, POINTS)
+    assert r"not graded: files the release does not ship (notes-\xe9t\xe9.txt)" in flags(hostile, "odd-file-name")
 
 
 @pytest.mark.parametrize("student", ["not-implemented", "syntax-error", "name-error"])
