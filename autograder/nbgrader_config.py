@@ -52,6 +52,13 @@ def configure(c):
     # a link: on a hub every student may write into the exchange's inbound (autograder/exchange_collect.py).
     c.ExchangeFactory.collect = "autograder.exchange_collect.OwnerCheckedCollect"
 
+    # `nbgrader zip_collect NAME` takes Canvas's "Download Submissions" zip from autograder/downloaded/NAME/archive/
+    # and finds each student by the roster (autograder/canvas_zip.py; another LMS: nbgrader's own plugins).
+    c.ZipCollectApp.downloaded_directory = "autograder/downloaded"
+    c.ZipCollectApp.extractor_plugin = "autograder.canvas_zip.CanvasExtractor"
+    c.ZipCollectApp.collector_plugin = "autograder.canvas_zip.CanvasCollector"
+    c.CanvasCollector.roster = str(HERE / "roster.csv")
+
     # The limits of one graded submission (autograder/limits.py, declared in grading_environment.py): each is a
     # setting, changed for the course at the end of this file, above the call of configure(), or for one run by
     # its variable (COURSE_GRADING_MEMORY_GB=8 in the shell). Applied in every process that loads this file.
