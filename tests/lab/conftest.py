@@ -137,6 +137,19 @@ def chromium():
         browser.close()
 
 
+@pytest.fixture(autouse=True)
+def photograph_failures(request):
+    """When a step fails, every tab of each person (a module's `people` fixture) goes to the module's SCREENSHOTS
+    folder as FAILED-<test>-<person>-<tab>."""
+    yield
+    report = getattr(request.node, "report_call", None)
+    if report is not None and report.failed and "people" in request.fixturenames:
+        folder = getattr(request.module, "SCREENSHOTS", SCREENSHOTS)
+        for name, person in request.getfixturevalue("people").items():
+            for index, page in enumerate(person.context.pages):
+                page.screenshot(path=folder / f"FAILED-{request.node.name}-{name}-{index}.png")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Record each phase's outcome on the test, so a failed step can photograph what each person saw."""

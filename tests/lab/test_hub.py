@@ -42,7 +42,7 @@ from autograder import cells, cgroups
 from autograder.course import Course
 from tests import attacks
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
-from tests.lab.test_roles import CORRECT, CORRECT_BACKWARD, SAMPLE_VARIANCE, TIMEOUT, Lab, submit
+from tests.lab.test_roles import CORRECT, CORRECT_BACKWARD, SAMPLE_VARIANCE, TIMEOUT, Lab, modal, submit
 from tests.sitecheck import TEST_OUTPUT
 from tools import grading
 from tools import hub as hub_tools
@@ -223,27 +223,12 @@ def people(browser, hub):
         person.context.close()
 
 
-@pytest.fixture(autouse=True)
-def photograph_failures(request):
-    yield
-    report = getattr(request.node, "report_call", None)
-    if report is not None and report.failed and "people" in request.fixturenames:
-        for name, person in request.getfixturevalue("people").items():
-            for index, page in enumerate(person.context.pages):
-                page.screenshot(path=SCREENSHOTS / f"FAILED-{request.node.name}-{name}-{index}.png")
-
-
 @pytest.fixture(scope="module")
 def formgrader(people, hub):
     page = people[INSTRUCTOR].context.new_page()
     page.goto(f"{hub.url}/services/{hub_tools.COURSE.course_id}/formgrader")
     page.locator(f"tr:has-text('{A}') .release a").wait_for(timeout=TIMEOUT)
     return page
-
-
-def modal(page, text: str) -> None:
-    page.locator(".modal-dialog", has_text=text).wait_for(timeout=TIMEOUT)
-    page.locator(".modal-footer button").last.click()
 
 
 def owner(path: Path) -> str:
@@ -359,11 +344,7 @@ def test_the_instructor_generates_and_releases_feedback(people, formgrader, hub)
 @pytest.mark.parametrize("name", STUDENTS)
 def test_each_student_fetches_their_own_feedback(people, hub, name):
     student = people[name]
-    student.assignments()
-    student.refresh_assignments()
-    submitted = student.page.locator("#submitted_assignments_list")
-    submitted.get_by_role("button", name="Fetch Feedback").first.click()
-    submitted.get_by_text("view feedback").first.wait_for(timeout=TIMEOUT)
+    student.fetch_feedback()
     shot(student.page, f"{name}-feedback")
     pages = list((hub.home(name) / A / "feedback").glob(f"*/{NOTEBOOK.replace('.ipynb', '.html')}"))
     assert len(pages) == 1 and owner(pages[0]) == name, pages

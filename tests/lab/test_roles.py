@@ -136,6 +136,14 @@ class Lab:
         self.page.locator("#refresh_assignments_list").click()
         self.page.locator("#submitted_assignments_list_loading").wait_for(state="hidden", timeout=TIMEOUT)
 
+    def fetch_feedback(self) -> None:
+        """Fetch Feedback in the Assignments tab, until the submission offers to view it."""
+        self.assignments()
+        self.refresh_assignments()
+        submitted = self.page.locator("#submitted_assignments_list")
+        submitted.get_by_role("button", name="Fetch Feedback").first.click()
+        submitted.get_by_text("view feedback").first.wait_for(timeout=TIMEOUT)
+
     def dialog(self) -> str:
         """The text of the dialog that opened, after closing it."""
         dialog = self.page.locator(".jp-Dialog")
@@ -195,16 +203,6 @@ def people(chromium, servers):
     yield labs
     for lab in labs.values():
         lab.context.close()
-
-
-@pytest.fixture(autouse=True)
-def photograph_failures(request):
-    """When a step fails, each person's screen goes to _build/test-output/lab/ as FAILED-<test>-<person>."""
-    yield
-    report = getattr(request.node, "report_call", None)
-    if report is not None and report.failed and "people" in request.fixturenames:
-        for name, lab in request.getfixturevalue("people").items():
-            lab.page.screenshot(path=SCREENSHOTS / f"FAILED-{request.node.name}-{name}.png")
 
 
 @pytest.fixture(scope="module")
@@ -444,11 +442,7 @@ def test_instructor_opens_bobs_feedback_and_his_hostile_markdown_does_nothing(pe
 @pytest.mark.parametrize("name, score", [("ada", f"{POINTS:g}"), ("bob", f"{BOB:g}")])
 def test_each_student_fetches_only_their_own_feedback(people, name, score):
     student = people[name]
-    student.assignments()
-    student.refresh_assignments()
-    submitted = student.page.locator("#submitted_assignments_list")
-    submitted.get_by_role("button", name="Fetch Feedback").first.click()
-    submitted.get_by_text("view feedback").first.wait_for(timeout=TIMEOUT)
+    student.fetch_feedback()
     shot(student.page, f"{name}-fetched-feedback")
     pages = list((student.server.work / ASSIGNMENT / "feedback").glob("*/layernorm.html"))
     assert len(pages) == 1, pages
