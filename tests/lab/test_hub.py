@@ -6,10 +6,10 @@ deploy/hub/jupyterhub_config.py configures it. The tests run in order as one cla
 
 - the formgrader is a hub service running as the grader account, which instructors reach and students do not;
 - the instructor releases assignment 1 from it; ada and bob log in, fetch it from the Assignments tab, answer it
-  (ada correctly, bob with the sample variance and a memory hog spread over forked processes) and submit; the
-  due date passes; cy submits a correct answer after it;
+  (ada correctly, bob with the sample variance), press Validate (which names bob's misconception) and submit;
+  the due date passes; cy submits a correct answer after it, with a memory hog spread over forked processes;
 - the instructor collects and autogrades from the formgrader, as the grader account, with every limit in force
-  (bob's hog is stopped by his submission's control group and flagged; no "per process only" anywhere), then
+  (cy's hog is stopped by her submission's control group and flagged; no "per process only" anywhere), then
   generates and releases feedback; each student fetches their own feedback and reads their score;
 - a student cannot read a classmate's home, the exchange's inbound, another's feedback, the course or the
   gradebook, and an entry bob makes in ada's name is not collected as hers;
@@ -42,7 +42,8 @@ from autograder import cells, cgroups
 from autograder.course import Course
 from tests import attacks
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
-from tests.lab.test_roles import CORRECT, CORRECT_BACKWARD, SAMPLE_VARIANCE, TIMEOUT, Lab, modal, submit
+from tests.lab.test_roles import (CORRECT, CORRECT_BACKWARD, SAMPLE_VARIANCE, TIMEOUT, Lab, modal, open_notebook,
+                                  submit)
 from tests.sitecheck import TEST_OUTPUT
 from tools import grading
 from tools import hub as hub_tools
@@ -59,8 +60,8 @@ POINTS = sum(grading.points_by_answer(A).values())
 BOB_POINTS = grading.points_by_answer(A)["layernorm"] - sum(
     grading.graded_cell_points(A)[cell][1] for cell in ("test_worked_example", "test_population_variance"))
 ANSWERS = {ADA: {"layernorm": CORRECT, "layernorm_backward": CORRECT_BACKWARD},
-           BOB: {"layernorm": SAMPLE_VARIANCE + "\n" + attacks.FORK_MEMORY},
-           CY: {"layernorm": CORRECT, "layernorm_backward": CORRECT_BACKWARD}}
+           BOB: {"layernorm": SAMPLE_VARIANCE},
+           CY: {"layernorm": CORRECT + "\n" + attacks.FORK_MEMORY, "layernorm_backward": CORRECT_BACKWARD}}
 LATE_PERCENT = 10                               # the course's per-day share (autograder/nbgrader_config.py)
 _shots = iter(range(1, 100))
 
@@ -259,7 +260,9 @@ def test_the_instructor_releases_assignment_1_from_the_formgrader(formgrader, hu
     assert owner(outbound) == GRADER and (outbound / NOTEBOOK).exists()
 
 
-def fetch_answer_and_submit(student: Person, hub: Hub) -> None:
+def fetch_answer_and_submit(student: Person, hub: Hub, validated: str | None = None) -> None:
+    """Fetch from the Assignments tab, save the answer, press Validate (expecting `validated` in what it says,
+    when given) and Submit."""
     student.assignments()
     released = student.page.locator("#released_assignments_list")
     released.get_by_text(A).wait_for(timeout=TIMEOUT)
@@ -271,13 +274,19 @@ def fetch_answer_and_submit(student: Person, hub: Hub) -> None:
     nbformat.write(grading.submission_from_release(A, ANSWERS[student.name]), fetched)
     account = pwd.getpwnam(student.name)
     os.chown(fetched, account.pw_uid, account.pw_gid)
+    if validated:
+        open_notebook(student)
+        message = student.validate()
+        shot(student.page, f"{student.name}-validated")
+        student.close_dialog()
+        assert validated in message, message
     submit(student)
     shot(student.page, f"{student.name}-submitted")
 
 
 def test_two_students_fetch_answer_and_submit_on_time(people, hub):
-    for name in (ADA, BOB):
-        fetch_answer_and_submit(people[name], hub)
+    for name, validated in ((ADA, "passes all the tests"), (BOB, "divides by D-1")):
+        fetch_answer_and_submit(people[name], hub, validated)
     entries = (hub.exchange / hub_tools.COURSE.course_id / "inbound").iterdir()
     assert {(entry.name.split("+")[0], owner(entry)) for entry in entries} == {(ADA, ADA), (BOB, BOB)}
 
@@ -328,8 +337,8 @@ def test_the_instructor_collects_and_autogrades_as_the_grader_account_with_every
         assert cells.notebook_conditions(notebook) == [], cells.notebook_conditions(notebook)
         assert not any("per process only" in flag for flag in cells.notebook_flags(notebook))
     if "COURSE_GRADING_CGROUP_PARENT" in hub.settings:
-        bob = nbformat.read(hub.course.path("autograded", BOB, A) / NOTEBOOK, as_version=4)
-        assert any("memory limit reached" in flag for flag in cells.notebook_flags(bob)), cells.notebook_flags(bob)
+        cy = nbformat.read(hub.course.path("autograded", CY, A) / NOTEBOOK, as_version=4)
+        assert any("memory limit reached" in flag for flag in cells.notebook_flags(cy)), cells.notebook_flags(cy)
 
 
 def test_the_instructor_generates_and_releases_feedback(people, formgrader, hub):
@@ -348,6 +357,11 @@ def test_each_student_fetches_their_own_feedback(people, hub, name):
     shot(student.page, f"{name}-feedback")
     pages = list((hub.home(name) / A / "feedback").glob(f"*/{NOTEBOOK.replace('.ipynb', '.html')}"))
     assert len(pages) == 1 and owner(pages[0]) == name, pages
+    page = pages[0].read_text()
+    # The feedback's total is after the late penalty, which it names on a line of its own.
+    earned = {ADA: POINTS, BOB: BOB_POINTS, CY: POINTS * (1 - LATE_PERCENT / 100)}[name]
+    assert f"(Score: {round(earned, 2)} / {round(float(POINTS), 2)})" in page
+    assert ("Late submission penalty (Score: -" in page) == (name == CY)
 
 
 PROBE = """
