@@ -4,7 +4,7 @@
     autograder/roster.csv                                           # the course roster (the class report's too)
     nbgrader zip_collect 01-layernorm                               # from autograder/, as every nbgrader command
 
-Canvas names each file in its zip `<lastfirst>_[LATE_]<user id>_<submission id>_<file name>`, and a file a
+Canvas names each file in its zip `<lastfirst>_[LATE_]<user id>_<attachment id>_<file name>`, and a file a
 student uploaded again under a name already used gets `-N` before its extension (`layernorm-1.ipynb`). nbgrader's
 own plugins are configured for it (autograder/nbgrader_config.py) and kept small:
 
@@ -14,8 +14,9 @@ own plugins are configured for it (autograder/nbgrader_config.py) and kept small
   extractor opens archives inside archives, to any depth). What is not taken is named in a warning.
 - `CanvasCollector` reads Canvas's name, finds the student's nbgrader id in the roster by Canvas's user id (the
   roster's `ID` column beside `student_id`: the file `python -m autograder.report --roster` reads), strips Canvas's
-  `-N` from a released notebook's name and keeps only the newest copy of each. A user id not on the roster or a
-  name Canvas did not make is skipped with a warning, never silently.
+  `-N` from a released notebook's name and keeps only the newest copy of each; a student's only notebook for an
+  assignment of one notebook is collected under the released name (Colab's `Copy of layernorm.ipynb`). A user id
+  not on the roster or a name Canvas did not make is skipped with a warning, never silently.
 
 Canvas's zip carries no submission time, so nothing here invents one: the hand-ins are graded without a late
 penalty, the students Canvas marked LATE are listed in a warning, and Canvas applies its own late policy to
@@ -24,10 +25,12 @@ the scores imported from the class report's Canvas file.
 
 from __future__ import annotations
 
+import lzma
 import os
 import re
 import shutil
 import zipfile
+import zlib
 from functools import lru_cache
 from pathlib import Path
 
@@ -37,9 +40,11 @@ from traitlets import Unicode
 from autograder.bounded import notebook_limit
 from autograder.handins import shown
 
-# <lastfirst>_[LATE_]<user id>_<submission id>_<file name>: Canvas's lastfirst is the sortable name, lowercased,
-# without spaces or punctuation (no underscore).
-CANVAS_NAME = re.compile(r"(?P<lastfirst>[^_]*)_(?P<late>LATE_)?(?P<user_id>\d{1,20})_(?P<submission_id>\d{1,20})_"
+# <lastfirst>_[LATE_]<user id>_<attachment id>_<file name>, as Canvas's ContentZipper writes it: lastfirst is the
+# sortable name, lowercased, with every character but word characters removed, so an underscore can stay in it;
+# Canvas removes `_<digits>_` from names so that the first `_<digits>_<digits>_` is the ids (the lazy lastfirst).
+# The attachment id grows with each upload.
+CANVAS_NAME = re.compile(r"(?P<lastfirst>[^/\\]*?)_(?P<late>LATE_)?(?P<user_id>\d{1,20})_(?P<attachment_id>\d{1,20})_"
                          r"(?P<filename>[^/\\]+)")
 COPY_SUFFIX = re.compile(r"(?P<stem>.+?)-(?P<copy>\d{1,4})(?P<extension>\.ipynb)")
 # A class's zip holds a few files per student; hundreds of thousands of members are not a class.
@@ -88,8 +93,10 @@ class CanvasExtractor(ExtractorPlugin):
                     continue
                 try:
                     taken = member.file_size <= limit and self.copy_bounded(bundle, member, target / name, limit)
-                # A damaged member, a size that lies (the CRC check fails), encrypted or in an unknown compression.
-                except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, NotImplementedError) as error:
+                # A damaged member (its compressed data too: zlib's and lzma's own errors), a size that lies (the CRC
+                # check fails), encrypted or in an unknown compression: that member only.
+                except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, NotImplementedError, zlib.error,
+                        lzma.LZMAError) as error:
                     (target / name).unlink(missing_ok=True)
                     self.log.warning("Not extracted from %s: %s cannot be read (%s)", archive.name, shown(name), error)
                     continue
@@ -139,10 +146,22 @@ class CanvasCollector(FileNameCollectorPlugin):
             self.log.warning("Skipped: %s, an older copy than %s", shown(name),
                              shown(newest[(match["user_id"], file_id)]))
             return None
+        file_id = self.the_one_notebook(match["user_id"], file_id, newest, name)
         if match["late"]:
             self.log.warning("Canvas marked %s's hand-in LATE (%s): graded without a late penalty here; Canvas's "
                              "late policy applies when the scores are imported", student, shown(name))
         return {"student_id": student, "file_id": file_id}
+
+    def the_one_notebook(self, user_id: str, file_id: str, newest: dict, name: str) -> str:
+        """A student's only notebook, for an assignment of one notebook, under the name it was released with:
+        Colab saves a copy as `Copy of layernorm.ipynb`, which nbgrader would grade as no hand-in at all."""
+        released = self.released()
+        theirs = [key for key in newest if key[0] == user_id]
+        if file_id in released or len(released) != 1 or len(theirs) != 1:
+            return file_id
+        (given,) = released
+        self.log.warning("Collected %s as %s, the assignment's one notebook", shown(name), given)
+        return given
 
     def released_name(self, filename: str) -> str:
         """`layernorm-1.ipynb` -> `layernorm.ipynb` where that is what the student was given; else unchanged."""
@@ -157,15 +176,16 @@ class CanvasCollector(FileNameCollectorPlugin):
 
     @lru_cache(maxsize=None)
     def newest_copies(self, folder: str) -> dict[tuple[str, str], str]:
-        """(user id, released name) -> the file name of the newest copy in `folder` (Canvas's highest -N)."""
-        newest: dict[tuple[str, str], tuple[int, str]] = {}
-        for name in sorted(os.listdir(folder)):
+        """(user id, released name) -> the file name of the newest copy in `folder`: Canvas's highest -N, then the
+        highest attachment id (two uploads of one name in one submission)."""
+        newest: dict[tuple[str, str], tuple[tuple[int, int], str]] = {}
+        for name in os.listdir(folder):
             match = CANVAS_NAME.fullmatch(name)
             if match:
                 key = (match["user_id"], self.released_name(match["filename"]))
-                number = self.copy_number(match["filename"])
-                if key not in newest or number > newest[key][0]:
-                    newest[key] = (number, name)
+                order = (self.copy_number(match["filename"]), int(match["attachment_id"]))
+                if key not in newest or order > newest[key][0]:
+                    newest[key] = (order, name)
         return {key: name for key, (_, name) in newest.items()}
 
     @lru_cache(maxsize=None)

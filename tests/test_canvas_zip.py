@@ -2,7 +2,7 @@
 
 The zip is laid out as Canvas lays it out (`<lastfirst>_[LATE_]<user id>_<submission id>_<file name>`, `-N` on a
 file uploaded again): a correct hand-in, one with a known bug, one uploaded twice (the newest is the correct one),
-one marked LATE, one from a Canvas user not on the roster, a PDF beside a notebook; and what a student can put
+one marked LATE and saved under Colab's name for a copy, one from a Canvas user not on the roster, a PDF beside a notebook; and what a student can put
 into it: a notebook named to climb out of the folder, a zip of their own, a notebook over the course's limit,
 a member whose declared size lies. The course's plugins (autograder/canvas_zip.py) take each student's notebook
 and nothing else, the class is graded by the course's engine, and the Canvas file carries each roster student's
@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.canvas_zip import CANVAS_NAME, CanvasExtractor
+from autograder.canvas_zip import CANVAS_NAME, CanvasCollector, CanvasExtractor
 from autograder.grade_class import grade_class
 from autograder.report.__main__ import main as report_main
 from tools import grading
@@ -46,7 +46,7 @@ def canvas_zip() -> bytes:
         "odeben_1002_5002_layernorm.ipynb": notebook_bytes(BUG.cells["layernorm"]),
         "wucai_1003_5003_layernorm.ipynb": notebook_bytes(BUG.cells["layernorm"]),         # the first upload
         "wucai_1003_5003_layernorm-1.ipynb": notebook_bytes(CORRECT),                      # uploaded again
-        "parkdee_LATE_1004_5004_layernorm.ipynb": notebook_bytes(CORRECT),
+        "parkdee_LATE_1004_5004_Copy of layernorm.ipynb": notebook_bytes(CORRECT),        # Colab's name
         "parkdee_LATE_1004_5004_report.pdf": b"%PDF-1.4 not graded",
         "stranger_9999_5009_layernorm.ipynb": notebook_bytes(CORRECT),
         "../../../escaped.ipynb": notebook_bytes(CORRECT),
@@ -79,6 +79,16 @@ def test_canvas_names_are_read_and_others_are_not():
     assert (match["late"], match["user_id"], match["filename"]) == ("LATE_", "1004", "layernorm-1.ipynb")
     assert CANVAS_NAME.fullmatch("layernorm.ipynb") is None
     assert CANVAS_NAME.fullmatch("a_1_2_sub/layernorm.ipynb") is None
+    # Canvas keeps word characters of the sortable name, an underscore among them (and removes `_<digits>_`).
+    match = CANVAS_NAME.fullmatch("o_brienpat_LATE_1006_5006_layernorm.ipynb")
+    assert (match["lastfirst"], match["late"], match["user_id"]) == ("o_brienpat", "LATE_", "1006")
+
+
+@pytest.mark.quick
+def test_of_two_uploads_under_one_name_the_later_attachment_is_kept(tmp_path):
+    for name in ("lopezana_1001_99_layernorm.ipynb", "lopezana_1001_100_layernorm.ipynb"):
+        (tmp_path / name).write_text("{}")
+    assert CanvasCollector().newest_copies(str(tmp_path)) == {("1001", NOTEBOOK): "lopezana_1001_100_layernorm.ipynb"}
 
 
 @pytest.mark.quick
@@ -89,6 +99,18 @@ def test_a_member_whose_declared_size_lies_is_not_extracted_and_the_others_are(t
     # Make the first member's central-directory and local sizes claim 10 bytes: its CRC check fails on reading.
     data = data.replace((1000).to_bytes(4, "little"), (10).to_bytes(4, "little"))
     (archive / "submissions.zip").write_bytes(data)
+    CanvasExtractor().extract(str(archive), str(tmp_path / "extracted"))
+    assert sorted(path.name for path in (tmp_path / "extracted" / "submissions").iterdir()) == ["b_2_2_layernorm.ipynb"]
+
+
+@pytest.mark.quick
+def test_a_member_whose_compressed_data_is_damaged_is_not_extracted_and_the_others_are(tmp_path):
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    data = bytearray(zip_of({"a_1_1_layernorm.ipynb": b"x" * 5000, "b_2_2_layernorm.ipynb": b"{}"}))
+    start = data.index(b"a_1_1_layernorm.ipynb") + len("a_1_1_layernorm.ipynb")    # its deflate stream follows
+    data[start:start + 8] = bytes(byte ^ 0xFF for byte in data[start:start + 8])
+    (archive / "submissions.zip").write_bytes(bytes(data))
     CanvasExtractor().extract(str(archive), str(tmp_path / "extracted"))
     assert sorted(path.name for path in (tmp_path / "extracted" / "submissions").iterdir()) == ["b_2_2_layernorm.ipynb"]
 
@@ -116,8 +138,10 @@ def test_each_roster_student_gets_their_newest_notebook_and_nothing_else(collect
     assert CORRECT.strip() in "".join(cell.source for cell in newest.cells)
     assert not list(root.rglob("escaped.ipynb")) and not list(root.parent.glob("escaped.ipynb"))
     for said in ("Canvas user 9999) is not on the roster", "wucai_1003_5003_layernorm.ipynb, an older copy",
-                 "mosseli_1005_5005_mine.zip (not a notebook", "mosseli_1005_5005_huge.ipynb is over the notebook limit",
-                 "../../../escaped.ipynb (not a notebook at the zip's top level)", "marked dee's hand-in LATE"):
+                 "mosseli_1005_5005_mine.zip (not a notebook",
+                 "mosseli_1005_5005_huge.ipynb is over the notebook limit",
+                 "../../../escaped.ipynb (not a notebook at the zip's top level)", "marked dee's hand-in LATE",
+                 "Collected parkdee_LATE_1004_5004_Copy of layernorm.ipynb as layernorm.ipynb"):
         assert said in log, said
 
 
