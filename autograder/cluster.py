@@ -16,7 +16,9 @@ import hashlib
 import io
 import logging
 import os
+import shutil
 import sys
+import tempfile
 import time
 import zipfile
 from contextlib import contextmanager
@@ -148,17 +150,24 @@ def cluster_client(scheduler: str | None, workers: int, environment: dict[str, s
     # variables through `env` instead, which only they see. (PYTHONHASHSEED, which Dask also sets there for
     # its own hashing, is left as this process has it.)
     quiet = {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "random")}
+    # On a shared machine (a hub, where every student is a local account) a local cluster's ports are anyone's
+    # to connect to, and a client of the scheduler runs code as the grader: the cluster speaks TLS with
+    # certificates made for this run only (Dask's `security=True`), so only this process's client gets in. Its
+    # scratch space is a folder of its own, not /tmp/dask-scratch-space, which any account may make first.
+    scratch = tempfile.mkdtemp(prefix="course-grading-dask-")
     with dask.config.set({"distributed.nanny.pre-spawn-environ": quiet}):
         # No dashboard; the scheduler's own HTTP endpoints (health, metrics) on a free port, not Dask's 8787.
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                                worker_dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},
-                               silence_logs=logging.ERROR, env=environment)
+                               silence_logs=logging.ERROR, env=environment, security=True, host="127.0.0.1",
+                               local_directory=scratch)
         try:
             with Client(cluster) as client:
                 client.register_plugin(WorkerLog(log))
                 yield client
         finally:
             cluster.close()
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def worker_count(client) -> int:
