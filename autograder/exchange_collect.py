@@ -11,11 +11,18 @@ not list them), and stock nbgrader's collect trusts what it finds there:
 - a name whose time does not parse, or a folder over the size limit, stopped the collect for the whole class (an
   exception), and the time is parsed by dateutil, whose cost grows with the square of a long digit string.
 
+- the time of a submission, which decides lateness, was the one in the entry's name and its timestamp.txt, both
+  written by the student: a hand-made entry dated before the due date scored as on time;
+- an entry without nbgrader's submission_secret.txt stopped release_feedback for the class.
+
 This collector keeps nbgrader's choice of which submission is collected (the newest, or the newest before the due
 date) and its copying rules (CourseDirectory.ignore, include, max_file_size, max_dir_size), and differs in what it
-accepts: an entry must be a folder (not a link) owned by the student its name claims, with a time in the form
-nbgrader's submit writes; only regular files owned by that student are copied, never following a link, within
-the size limits. Anything else is skipped with a warning naming it, and the rest of the class is collected.
+accepts: an entry must be a folder (not a link) owned by the student its name claims, named in the form nbgrader's
+submit writes, with nbgrader's submission secret; only regular files owned by that student are copied, never
+following a link, within the size limits and a folder depth. Its time is when it last changed, as the file system
+records it (the latest change time, st_ctime, of the folder and its files, which no student can set back), and the
+collected timestamp.txt is written from it, never copied. Anything else is skipped with a warning naming it, and
+one student's entry never stops the collect of the others.
 
 Configured in nbgrader_config.py: `c.ExchangeFactory.collect = "autograder.exchange_collect.OwnerCheckedCollect"`.
 Where every student is one account (tools/lab.py's demo on one login), nbgrader's own `ExchangeCollect.check_owner
@@ -24,6 +31,7 @@ Where every student is one account (tools/lab.py's demo on one login), nbgrader'
 
 from __future__ import annotations
 
+import datetime
 import glob
 import os
 import re
@@ -40,8 +48,34 @@ except ImportError:                      # Windows: no owners to check, and no h
 # The time nbgrader's submit writes into an entry's name (CourseDirectory.timestamp_format's default, in UTC or
 # the hub's zone): anything else is not a submission this exchange made.
 SUBMITTED_AT = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})? ?[A-Za-z]{0,5}[+-]?\d{0,4}")
-# A submission is the release's few notebooks and files; thousands of entries are not an answer to it.
+# A submission is the release's few notebooks and files; thousands of entries are not an answer to it, nor
+# folders deeper than the release's.
 MOST_FILES = 1000
+DEEPEST = 16
+SECRET = re.compile(rb"[0-9a-f]{128}")        # nbgrader's submit: secrets.token_hex(64)
+
+
+class NotASubmission(Exception):
+    """An entry this collector does not take, with the reason."""
+
+
+def entry_files(src: str) -> list[tuple[str, os.stat_result]]:
+    """Every folder and file under an entry, from lstat only, never following a link, with an explicit stack
+    (os.walk recurses, and a student can nest folders past Python's recursion limit)."""
+    found, stack = [], [(src, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        if depth > DEEPEST:
+            raise NotASubmission(f"folders nested deeper than {DEEPEST}")
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                info = entry.stat(follow_symlinks=False)
+                found.append((entry.path, info))
+                if len(found) > MOST_FILES:
+                    raise NotASubmission(f"more than {MOST_FILES} files and folders")
+                if stat.S_ISDIR(info.st_mode):
+                    stack.append((entry.path, depth + 1))
+    return found
 
 
 def owner_name(uid: int) -> str:
@@ -72,7 +106,25 @@ class OwnerCheckedCollect(ExchangeCollect):
             self.log.warning("Not collected: %r claims to be %s's submission but belongs to %s", name[:200],
                              parts[0], owner_name(info.st_uid))
             return None
-        return {"username": parts[0], "filename": name, "timestamp": parse_utc(parts[2]), "uid": info.st_uid}
+        try:
+            parse_utc(parts[2])                     # the form nbgrader writes, and a date that exists
+            files = entry_files(path)
+            secret = dict(files).get(os.path.join(path, "submission_secret.txt"))
+            if secret is None or not stat.S_ISREG(secret.st_mode) or secret.st_size != 128:
+                raise NotASubmission("no submission_secret.txt as nbgrader's submit writes it")
+            fd = os.open(os.path.join(path, "submission_secret.txt"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                if not SECRET.fullmatch(os.read(fd, 129)):
+                    raise NotASubmission("no submission_secret.txt as nbgrader's submit writes it")
+            finally:
+                os.close(fd)
+        except (NotASubmission, ValueError, OverflowError, OSError) as error:
+            self.log.warning("Not collected: %r (%s)", name[:200], error)
+            return None
+        # When it last changed: no student can set a change time back (utime sets the others).
+        changed = max([info.st_ctime, *(seen.st_ctime for _, seen in files)])
+        when = datetime.datetime.fromtimestamp(changed, datetime.timezone.utc).replace(tzinfo=None)
+        return {"username": parts[0], "filename": name, "timestamp": when, "uid": info.st_uid}
 
     def init_src(self):
         # nbgrader's own init_src, reading the entries through _record (which may refuse one) instead of
@@ -103,40 +155,20 @@ class OwnerCheckedCollect(ExchangeCollect):
                 return None
 
     def copy_files(self):
-        owners = {record["filename"]: record["uid"] for record in self.src_records}
-        self._owners = owners
+        self._records = {record["filename"]: record for record in self.src_records}
         super().copy_files()
 
     def do_copy(self, src, dest, log=None):
-        """Copy the regular files the submission's owner owns, never following a link, within the size limits;
-        a submission over them is not collected (a warning), and the others are."""
-        owner = self._owners.get(os.path.basename(src))
-        ignore = ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
-                                 max_file_size=self.coursedir.max_file_size, log=self.log)
-        budget, files = 1000 * self.coursedir.max_dir_size, 0
-        chosen = []
-        for root, dirs, names in os.walk(src, followlinks=False):
-            skipped = set(ignore(root, dirs + names))
-            dirs[:] = [d for d in dirs if d not in skipped and not os.path.islink(os.path.join(root, d))]
-            for name in names:
-                if name in skipped:
-                    continue
-                path = os.path.join(root, name)
-                try:
-                    info = os.lstat(path)
-                except OSError:                     # gone since the listing: the student is still changing it
-                    continue
-                if not stat.S_ISREG(info.st_mode) or (self.check_owner and info.st_uid != owner):
-                    self.log.warning("Not collected from %s: %r (a link, or a file another account owns)",
-                                     os.path.basename(src)[:200], os.path.relpath(path, src)[:200])
-                    continue
-                budget -= info.st_size
-                files += 1
-                if budget < 0 or files > MOST_FILES:
-                    self.log.warning("Not collected: %s is over the size limit (CourseDirectory.max_dir_size, "
-                                     "%d files at most)", os.path.basename(src)[:200], MOST_FILES)
-                    return
-                chosen.append((path, info))
+        """Copy the regular files the submission's owner owns, never following a link, within the size limits, and
+        write its timestamp.txt; a submission over the limits, or one that changes under the copy in a way that
+        cannot be copied, is not collected (a warning), and the others are."""
+        record = self._records[os.path.basename(src)]
+        try:
+            chosen = self.files_to_copy(src, record["uid"])
+        except (NotASubmission, OSError) as error:
+            self.log.warning("Not collected: %s (%s)", os.path.basename(src)[:200], error)
+            return
+        os.makedirs(dest, exist_ok=True)
         for path, info in chosen:
             target = os.path.join(dest, os.path.relpath(path, src))
             os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -145,6 +177,31 @@ class OwnerCheckedCollect(ExchangeCollect):
             except OSError as error:               # made a link, or removed, since it was checked: not copied
                 self.log.warning("Not collected from %s: %r (%s)", os.path.basename(src)[:200],
                                  os.path.relpath(path, src)[:200], error.strerror)
+        with open(os.path.join(dest, "timestamp.txt"), "w") as handle:
+            handle.write(record["timestamp"].strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
+
+    def files_to_copy(self, src: str, owner: int) -> list[tuple[str, os.stat_result]]:
+        ignore = ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
+                                 max_file_size=self.coursedir.max_file_size, log=self.log)
+        budget, chosen = 1000 * self.coursedir.max_dir_size, []
+        files = entry_files(src)
+        left_out = {path for path, info in files
+                    if os.path.basename(path) in ignore(os.path.dirname(path), [os.path.basename(path)])}
+        for path, info in files:
+            relative = os.path.relpath(path, src)
+            if any(path == skipped or path.startswith(skipped + os.sep) for skipped in left_out):
+                continue
+            if stat.S_ISDIR(info.st_mode) or relative == "timestamp.txt":     # the time is the file system's
+                continue
+            if not stat.S_ISREG(info.st_mode) or (self.check_owner and info.st_uid != owner):
+                self.log.warning("Not collected from %s: %r (a link, or a file another account owns)",
+                                 os.path.basename(src)[:200], relative[:200])
+                continue
+            budget -= info.st_size
+            if budget < 0:
+                raise NotASubmission("over the size limit (CourseDirectory.max_dir_size)")
+            chosen.append((path, info))
+        return chosen
 
 
 def copy_without_links(path: str, target: str, seen: os.stat_result) -> None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import datetime
 import os
 import pwd
+import secrets
+import shutil
 from pathlib import Path
 
 import pytest
@@ -35,9 +37,11 @@ def when(minutes: int) -> str:
 
 
 def entry(inbound: Path, name: str, owner: str, files: dict[str, bytes], minutes: int) -> Path:
+    """An entry as nbgrader's submit makes it: the files, its timestamp.txt and its secret, owned by `owner`."""
     folder = inbound / f"{name}+{A}+{when(minutes)}+r{minutes}"
     folder.mkdir()
     account = pwd.getpwnam(owner)
+    files = {**files, "timestamp.txt": when(minutes).encode(), "submission_secret.txt": secrets.token_hex(64).encode()}
     for filename, content in files.items():
         (folder / filename).write_bytes(content)
         os.chown(folder / filename, account.pw_uid, account.pw_gid)
@@ -73,7 +77,8 @@ def collect(root: Path, collector=OwnerCheckedCollect) -> dict[str, dict[str, by
     with venv_on_path():                     # nbgrader's Gradebook calls alembic from PATH to make the database
         collector(coursedir=coursedir, authenticator=Authenticator(), root=str(root / "exchange")).start()
     submitted = root / "course" / "submitted"
-    return {student.name: {path.name: path.read_bytes() for path in (student / A).iterdir()}
+    return {student.name: {path.name: path.read_bytes() for path in (student / A).iterdir()
+                           if path.name not in ("timestamp.txt", "submission_secret.txt")}
             for student in submitted.iterdir() if (student / A).exists()} if submitted.exists() else {}
 
 
@@ -122,3 +127,32 @@ def test_a_file_swapped_for_a_link_after_the_check_is_not_copied(tmp_path):
     with pytest.raises(OSError, match="changed since it was checked"):
         copy_without_links(str(checked), str(tmp_path / "copy.ipynb"), seen)
     assert not (tmp_path / "copy.ipynb").exists()
+
+
+def test_the_time_is_when_the_entry_last_changed_not_what_the_student_wrote(exchange):
+    """A hand-made entry dated before the due date, with a timestamp.txt to match, made today: collected with
+    today's time (a review graded such an entry on time with stock nbgrader's trust in both)."""
+    inbound = exchange / "exchange" / COURSE_ID / "inbound"
+    for old in inbound.glob(f"daemon+{A}+*"):
+        shutil.rmtree(old) if not old.is_symlink() else old.unlink()
+    entry(inbound, "daemon", "daemon", {"layernorm.ipynb": b"made today"}, -10_000_000)        # in 2007
+    collect(exchange)
+    stamp = (exchange / "course" / "submitted" / "daemon" / A / "timestamp.txt").read_text()
+    assert stamp.startswith(str(datetime.date.today().year)), stamp
+
+
+def test_entries_without_a_secret_with_an_impossible_date_or_nested_too_deep_are_skipped_alone(exchange):
+    inbound = exchange / "exchange" / COURSE_ID / "inbound"
+    no_secret = entry(inbound, "daemon", "daemon", {"layernorm.ipynb": b"no secret"}, 40)
+    (no_secret / "submission_secret.txt").unlink()
+    impossible = entry(inbound, "bin", "bin", {"layernorm.ipynb": b"month 13"}, 50)
+    impossible.rename(inbound / f"bin+{A}+2024-13-45 00:00:00.000000 UTC+x")
+    deep = entry(inbound, "nobody", "nobody", {"layernorm.ipynb": b"deep"}, 60)
+    folder = deep
+    for _ in range(40):
+        folder = folder / "d"
+        folder.mkdir()
+    collected = collect(exchange)
+    assert collected["daemon"] == {"layernorm.ipynb": b"daemon's answer"}          # its older, real submission
+    assert collected["nobody"]["layernorm.ipynb"] == b"nobody's answer"            # not the nested one
+    assert "bin" not in collected
