@@ -3,6 +3,7 @@
     sudo python -m tools.hub demo                     # `make hub`: a local demo with demo accounts, then the hub
     sudo python -m tools.hub prepare --root /srv/gpt2-block --instructors ana --students s1,s2,...
     sudo python -m tools.hub serve --root /srv/gpt2-block
+    sudo python -m tools.hub reopen --root /srv/gpt2-block    # the checkout's folders as they were before prepare
 
 `prepare` does, once, what the instructors' page lists for an admin, and says each step:
 
@@ -11,7 +12,10 @@
   otherwise the instructors' and students' accounts must exist already (the machine's users, or LDAP);
 - the course under `<root>/course`, mode 0700 for the grader account, with the assignments generated;
 - nbgrader's exchange, mode 1777: everyone may create their own entries and nobody may rename or remove
-  another's (nbgrader's permissions inside it keep one student's hand-in from another);
+  another's (nbgrader's permissions inside it keep one student's hand-in from another), and the course's folder
+  in it, owned by the grader account;
+- this checkout's masters, git history, reference module and grading folders closed to every account but the
+  grader's group (the users' Python reads the checkout's packages, so the checkout itself stays readable);
 - a Python every account can run (`<root>/python`: Debian's python3.11 with this checkout's packages: the
   machine's default Python may live in root's home, which no other account may enter);
 - each role's Jupyter settings (tools/lab.py's, read-only for everyone);
@@ -25,9 +29,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -106,6 +112,50 @@ def write_roles(root: Path, exchange: Path) -> None:
         path.chmod(0o755 if path.is_dir() else 0o644)
 
 
+# What of this checkout no student may read: the masters and their history, the reference module (its
+# functions are the answers), this checkout's own gradebook and hand-ins. The grader account keeps reading them
+# through its group (its sandbox mounts a stub over the reference module, which needs the path).
+CLOSED = ["solutions", ".git", "gptcourse", "autograder/gradebook", "autograder/submitted",
+          "autograder/autograded", "autograder/feedback", "autograder/exchange"]
+
+
+def close_checkout(grader: pwd.struct_passwd, root: Path) -> None:
+    """Close CLOSED to every account but root and the grader's group; each folder's mode and group as they were
+    go to <root>/checkout-modes.json, for `reopen_checkout`."""
+    before = {}
+    for name in CLOSED:
+        folder = REPO / name
+        if folder.is_dir() and not folder.is_symlink():
+            info = folder.stat()
+            before.setdefault(str(folder), (stat.S_IMODE(info.st_mode), info.st_gid))
+            os.chown(folder, -1, grader.pw_gid)
+            folder.chmod(0o750)
+    saved = root / "checkout-modes.json"
+    if not saved.exists():
+        saved.write_text(json.dumps(before))
+    say(f"closed {', '.join(CLOSED)} of {REPO} to every account but root and {grader.pw_name}")
+
+
+def reopen_checkout(root: Path) -> None:
+    """Give the checkout's closed folders their modes and groups back (`python -m tools.hub reopen`)."""
+    saved = root / "checkout-modes.json"
+    for folder, (mode, gid) in json.loads(saved.read_text()).items() if saved.exists() else []:
+        os.chown(folder, -1, gid)
+        os.chmod(folder, mode)
+
+
+def make_exchange(exchange: Path, grader: pwd.struct_passwd) -> None:
+    """The exchange (mode 1777: everyone makes their own entries, nobody renames or removes another's) and the
+    course's folder in it, made now and owned by the grader account: a student who made it first would own it,
+    and nbgrader's release refuses a course folder it does not own."""
+    exchange.mkdir(parents=True, exist_ok=True)
+    exchange.chmod(0o1777)
+    course = exchange / COURSE.course_id
+    course.mkdir(exist_ok=True)
+    os.chown(course, grader.pw_uid, grader.pw_gid)
+    course.chmod(0o755)
+
+
 def delegate_cgroup(account: pwd.struct_passwd) -> str | None:
     """On cgroup v1, a group in the memory and pids hierarchies given to the account; its path, or None."""
     hierarchies = [cgroups.ROOT / name for name in ("memory", "pids") if (cgroups.ROOT / name / "cgroup.procs").exists()]
@@ -154,8 +204,8 @@ def prepare(root: Path, instructors: list[str], students: list[str], *, demo: bo
         directory.write_text(directory.read_text() + line)
     chown_tree(course, grader_account)
     course.chmod(0o700)
-    exchange.mkdir(parents=True, exist_ok=True)
-    exchange.chmod(0o1777)
+    make_exchange(exchange, grader_account)
+    close_checkout(grader_account, root)
     write_roles(root, exchange)
     settings = {"COURSE_HUB_ROOT": str(root), "COURSE_HUB_COURSE": str(course), "COURSE_HUB_EXCHANGE": str(exchange),
                 "COURSE_HUB_PYTHON": str(python), "COURSE_HUB_INSTRUCTORS": ",".join(instructors),
@@ -185,12 +235,15 @@ def hub_environment(settings: dict[str, str]) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tools.hub", description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=["demo", "prepare", "serve"])
+    parser.add_argument("step", choices=["demo", "prepare", "serve", "reopen"])
     parser.add_argument("--root", type=Path, default=Path("/srv") / COURSE.course_id)
     parser.add_argument("--instructors", default=",".join(DEMO_INSTRUCTORS))
     parser.add_argument("--students", default=",".join(DEMO_STUDENTS))
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args(argv)
+    if args.step == "reopen":
+        reopen_checkout(args.root)
+        return
     if args.step in ("demo", "prepare"):
         prepare(args.root, args.instructors.split(","), args.students.split(","), demo=args.step == "demo",
                 port=args.port)

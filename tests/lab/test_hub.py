@@ -170,6 +170,7 @@ def hub():
             subprocess.run(["kill", "-KILL", proxy_pid.read_text().strip()], capture_output=True)
         for name in accounts:
             subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+        hub_tools.reopen_checkout(root)                 # this checkout's folders, for the tests after this one
         time.sleep(0.5)
         for name in accounts:
             subprocess.run(["userdel", name], capture_output=True)
@@ -393,6 +394,9 @@ def test_a_student_reads_nothing_of_a_classmate_the_exchange_the_course_or_the_g
         "the course": hub.course.root,
         "the gradebook": hub.course.gradebook_file,
         "the masters": hub.course.master_notebook(A),
+        "this checkout's masters": hub_tools.REPO / "solutions",
+        "this checkout's reference module": hub_tools.REPO / "gptcourse" / "__init__.py",
+        "this checkout's history": hub_tools.REPO / ".git",
     }
     result = hub.run_as(BOB, [hub.settings["COURSE_HUB_PYTHON"], "-c", PROBE,
                               json.dumps({label: str(path) for label, path in targets.items()})])
