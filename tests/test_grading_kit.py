@@ -215,6 +215,23 @@ def test_a_kit_member_that_would_land_outside_its_folder_is_refused(tmp_path, na
     assert not any(path.name in ("escaped.txt", "passwd", "up", "hard", "null") for path in tmp_path.rglob("*"))
 
 
+@pytest.mark.parametrize("member", [tar_member("../escaped.txt"), tar_member("/autograder/absolute.py"),
+                                    tar_member("autograder/up", tarfile.SYMTYPE, "../../../escaped.txt"),
+                                    tar_member("autograder/hard", tarfile.LNKTYPE, "../escaped.txt"),
+                                    tar_member("autograder/null", tarfile.CHRTYPE)])
+def test_without_extraction_filters_the_same_members_are_refused(tmp_path, monkeypatch, member):
+    """Python before 3.11.4 (Debian 12's own Python, on a hub) has no tarfile filters: the kit is checked by hand."""
+    monkeypatch.delattr(tarfile, "data_filter")
+    into = tmp_path / "worker"
+    kit = tar_gz((tar_member("autograder/nbgrader_config.py"), b"c = 1\n"), (member, b""))
+    with pytest.raises(ValueError, match="a grading kit never holds"):
+        unpack_kit(kit, "digest", into)
+    assert not (into / "digest" / "course").exists()
+    assert not any(path.name in ("escaped.txt", "absolute.py", "up", "hard", "null") for path in tmp_path.rglob("*"))
+    ordinary = tar_gz((tar_member("autograder/nbgrader_config.py"), b"c = 1\n"))
+    assert (unpack_kit(ordinary, "other", into) / "autograder" / "nbgrader_config.py").read_bytes() == b"c = 1\n"
+
+
 def test_an_absolute_member_is_unpacked_inside_the_folder_and_modes_lose_their_special_bits(tmp_path):
     kit = tar_gz((tar_member("/autograder/absolute.py"), b"inside"),
                  (tar_member("autograder/setuid", mode=0o4777), b"#!/bin/sh\n"),

@@ -79,6 +79,11 @@ def make_python(target: Path) -> Path:
     packages = sysconfig.get_paths()["purelib"]
     (target / "lib" / "python3.11" / "site-packages" / "course.pth").write_text(
         f"import site; site.addsitedir({packages!r})\n")
+    # nbgrader runs `alembic` from PATH to make a gradebook; this environment's script would start a Python the
+    # other accounts cannot run.
+    alembic = target / "bin" / "alembic"
+    alembic.write_text(f"#!{target / 'bin' / 'python'}\nimport sys\nfrom alembic.config import main\nsys.exit(main())\n")
+    alembic.chmod(0o755)
     for shared in ("share/jupyter", "etc/jupyter"):
         link, real = target / shared, Path(sys.prefix) / shared
         link.parent.mkdir(parents=True, exist_ok=True)
