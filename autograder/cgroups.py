@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from autograder import grading_environment
@@ -131,12 +132,22 @@ class Cgroup:
                     pass
 
     def remove(self) -> None:
-        self.kill_all()
-        for directory in self.dirs.values():
-            try:
-                directory.rmdir()
-            except OSError:
-                pass
+        """Kill what is left and remove the group. A killed process leaves its group only once the kernel has
+        torn it down, and a group with a process in it cannot be removed: on a busy machine that took longer than
+        one try (a group was left behind until the next launcher's sweep), so the removal waits for it, briefly."""
+        deadline = time.monotonic() + 5
+        while True:
+            self.kill_all()
+            for directory in list(self.dirs.values()):
+                try:
+                    directory.rmdir()
+                except FileNotFoundError:
+                    pass
+                except OSError:
+                    continue
+            if not any(directory.exists() for directory in self.dirs.values()) or time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
 
 
 def available() -> bool:
