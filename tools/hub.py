@@ -118,10 +118,12 @@ def write_roles(root: Path, exchange: Path) -> None:
 
 
 # What of this checkout no student may read: the masters and their history, the reference module (its
-# functions are the answers), this checkout's own gradebook and hand-ins. The grader account keeps reading them
+# functions are the answers), the catalog and the mutation report (correct answers and every bug), the tests and
+# built pages (which hold answers too), this checkout's own gradebook and hand-ins. The grader account keeps reading them
 # through its group (its sandbox mounts a stub over the reference module, which needs the path).
-CLOSED = ["solutions", ".git", "gptcourse", "autograder/gradebook", "autograder/submitted",
-          "autograder/autograded", "autograder/feedback", "autograder/exchange"]
+CLOSED = ["solutions", ".git", "gptcourse", "autograder/catalog", "autograder/mutation-report.md", "tests", "_build",
+          "autograder/gradebook", "autograder/submitted", "autograder/autograded", "autograder/feedback",
+          "autograder/exchange"]
 
 
 def close_checkout(grader: pwd.struct_passwd, root: Path) -> None:
@@ -129,12 +131,12 @@ def close_checkout(grader: pwd.struct_passwd, root: Path) -> None:
     go to <root>/checkout-modes.json, for `reopen_checkout`."""
     before = {}
     for name in CLOSED:
-        folder = REPO / name
-        if folder.is_dir() and not folder.is_symlink():
+        folder = REPO / name                 # a folder, or a file (the mutation report names every bug's check)
+        if folder.exists() and not folder.is_symlink():
             info = folder.stat()
             before.setdefault(str(folder), (stat.S_IMODE(info.st_mode), info.st_gid))
             os.chown(folder, -1, grader.pw_gid)
-            folder.chmod(0o750)
+            folder.chmod(0o750 if folder.is_dir() else 0o640)
     saved = root / "checkout-modes.json"
     if not saved.exists():
         saved.write_text(json.dumps(before))
