@@ -35,6 +35,7 @@ import datetime
 import glob
 import os
 import re
+import shutil
 import stat
 
 from nbgrader.exchange.default.collect import ExchangeCollect, groupby
@@ -123,8 +124,8 @@ class OwnerCheckedCollect(ExchangeCollect):
             return None
         # When it last changed: no student can set a change time back (utime sets the others).
         changed = max([info.st_ctime, *(seen.st_ctime for _, seen in files)])
-        when = datetime.datetime.fromtimestamp(changed, datetime.timezone.utc).replace(tzinfo=None)
-        return {"username": parts[0], "filename": name, "timestamp": when, "uid": info.st_uid}
+        return {"username": parts[0], "filename": name, "timestamp": utc(changed), "changed": changed,
+                "uid": info.st_uid}
 
     def init_src(self):
         # nbgrader's own init_src, reading the entries through _record (which may refuse one) instead of
@@ -165,20 +166,25 @@ class OwnerCheckedCollect(ExchangeCollect):
         record = self._records[os.path.basename(src)]
         try:
             chosen = self.files_to_copy(src, record["uid"])
-        except (NotASubmission, OSError) as error:
+            os.makedirs(dest, exist_ok=True)
+            # The time written is when what was copied last changed, read from each file as it was copied and
+            # from the folder after: a file changed after the entry was first looked at (the due date passed in
+            # between) is late by its own time.
+            changed = record["changed"]
+            for path, info in chosen:
+                target = os.path.join(dest, os.path.relpath(path, src))
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                try:
+                    changed = max(changed, copy_without_links(path, target, info))
+                except OSError as error:               # made a link, or removed, since it was checked: not copied
+                    self.log.warning("Not collected from %s: %r (%s)", os.path.basename(src)[:200],
+                                     os.path.relpath(path, src)[:200], error.strerror)
+            changed = max(changed, os.lstat(src).st_ctime)
+            with open(os.path.join(dest, "timestamp.txt"), "w") as handle:
+                handle.write(utc(changed).strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
+        except (NotASubmission, OSError, ValueError) as error:
             self.log.warning("Not collected: %s (%s)", os.path.basename(src)[:200], error)
-            return
-        os.makedirs(dest, exist_ok=True)
-        for path, info in chosen:
-            target = os.path.join(dest, os.path.relpath(path, src))
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            try:
-                copy_without_links(path, target, info)
-            except OSError as error:               # made a link, or removed, since it was checked: not copied
-                self.log.warning("Not collected from %s: %r (%s)", os.path.basename(src)[:200],
-                                 os.path.relpath(path, src)[:200], error.strerror)
-        with open(os.path.join(dest, "timestamp.txt"), "w") as handle:
-            handle.write(record["timestamp"].strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
+            shutil.rmtree(dest, ignore_errors=True)
 
     def files_to_copy(self, src: str, owner: int) -> list[tuple[str, os.stat_result]]:
         ignore = ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
@@ -191,7 +197,9 @@ class OwnerCheckedCollect(ExchangeCollect):
             relative = os.path.relpath(path, src)
             if any(path == skipped or path.startswith(skipped + os.sep) for skipped in left_out):
                 continue
-            if stat.S_ISDIR(info.st_mode) or relative == "timestamp.txt":     # the time is the file system's
+            if relative == "timestamp.txt" or relative.startswith("timestamp.txt" + os.sep):
+                continue                                     # the time is the file system's, written by do_copy
+            if stat.S_ISDIR(info.st_mode):
                 continue
             if not stat.S_ISREG(info.st_mode) or (self.check_owner and info.st_uid != owner):
                 self.log.warning("Not collected from %s: %r (a link, or a file another account owns)",
@@ -204,8 +212,14 @@ class OwnerCheckedCollect(ExchangeCollect):
         return chosen
 
 
-def copy_without_links(path: str, target: str, seen: os.stat_result) -> None:
-    """Copy one file opened without following a link, and only if it is still the file that was checked."""
+def utc(seconds: float) -> datetime.datetime:
+    """A file system time as nbgrader keeps times: naive, in UTC."""
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).replace(tzinfo=None)
+
+
+def copy_without_links(path: str, target: str, seen: os.stat_result) -> float:
+    """Copy one file opened without following a link, and only if it is still the file that was checked; returns
+    its change time as it was once read."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
         now = os.fstat(fd)
@@ -220,5 +234,6 @@ def copy_without_links(path: str, target: str, seen: os.stat_result) -> None:
                     break
                 out.write(chunk)
                 remaining -= len(chunk)
+        return os.fstat(fd).st_ctime
     finally:
         os.close(fd)

@@ -156,3 +156,16 @@ def test_entries_without_a_secret_with_an_impossible_date_or_nested_too_deep_are
     assert collected["daemon"] == {"layernorm.ipynb": b"daemon's answer"}          # its older, real submission
     assert collected["nobody"]["layernorm.ipynb"] == b"nobody's answer"            # not the nested one
     assert "bin" not in collected
+
+
+def test_a_folder_named_timestamp_txt_is_not_copied_and_stops_nothing(exchange):
+    """The collected timestamp.txt is the collector's: a folder of that name in an entry once stopped the collect,
+    and every later one, for the whole class."""
+    inbound = exchange / "exchange" / COURSE_ID / "inbound"
+    made = entry(inbound, "bin", "bin", {"layernorm.ipynb": b"bin's answer"}, 70)
+    (made / "timestamp.txt").unlink()
+    (made / "timestamp.txt").mkdir()
+    (made / "timestamp.txt" / "x").write_text("x")
+    collected = collect(exchange)
+    assert collected["bin"] == {"layernorm.ipynb": b"bin's answer"} and "nobody" in collected
+    assert (exchange / "course" / "submitted" / "bin" / A / "timestamp.txt").is_file()
