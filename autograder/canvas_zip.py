@@ -51,9 +51,14 @@ COPY_SUFFIX = re.compile(r"(?P<stem>.+?)-(?P<copy>\d{1,4})(?P<extension>\.ipynb)
 MOST_MEMBERS = 100_000
 
 
+# Longer names than a file system takes (255 bytes) stop the extraction of the member; Canvas's own are far shorter.
+LONGEST_NAME = 200
+
+
 def plain_name(name: str) -> bool:
-    """A file name with no folder in it, nothing hidden, nothing a path could climb with."""
-    return bool(name) and "/" not in name and "\\" not in name and "\0" not in name and not name.startswith(".")
+    """A file name with no folder in it, nothing hidden, nothing a path could climb with, short enough to write."""
+    return (bool(name) and "/" not in name and "\\" not in name and "\0" not in name and not name.startswith(".")
+            and len(name.encode("utf-8", "surrogateescape")) <= LONGEST_NAME)
 
 
 class CanvasExtractor(ExtractorPlugin):
@@ -97,7 +102,10 @@ class CanvasExtractor(ExtractorPlugin):
                 # check fails), encrypted or in an unknown compression: that member only.
                 except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, NotImplementedError, zlib.error,
                         lzma.LZMAError) as error:
-                    (target / name).unlink(missing_ok=True)
+                    try:
+                        (target / name).unlink(missing_ok=True)
+                    except OSError:
+                        pass
                     self.log.warning("Not extracted from %s: %s cannot be read (%s)", archive.name, shown(name), error)
                     continue
                 if not taken:

@@ -155,10 +155,11 @@ def cluster_client(scheduler: str | None, workers: int, environment: dict[str, s
     # certificates made for this run only (Dask's `security=True`), so only this process's client gets in. Its
     # scratch space is a folder of its own, not /tmp/dask-scratch-space, which any account may make first.
     scratch = tempfile.mkdtemp(prefix="course-grading-dask-")
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": quiet}):
-        # No dashboard; the scheduler's own HTTP endpoints (health, metrics) on a free port, not Dask's 8787.
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": quiet, "temporary-directory": scratch}):
+        # No dashboard; the scheduler's own HTTP endpoints (health, metrics) on a free port of loopback, not Dask's
+        # 8787 on every interface (its pages name tasks and paths, without TLS).
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                               worker_dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},
+                               worker_dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                                silence_logs=logging.ERROR, env=environment, security=True, host="127.0.0.1",
                                local_directory=scratch)
         try:

@@ -42,6 +42,7 @@ def notebook_bytes(code: str) -> bytes:
 
 def canvas_zip() -> bytes:
     members = {
+        "mosseli_1005_5005_" + "b" * 240 + ".ipynb": notebook_bytes(CORRECT),                # too long to write
         "lopezana_1001_5001_layernorm.ipynb": notebook_bytes(CORRECT),
         "odeben_1002_5002_layernorm.ipynb": notebook_bytes(BUG.cells["layernorm"]),
         "wucai_1003_5003_layernorm.ipynb": notebook_bytes(BUG.cells["layernorm"]),         # the first upload
@@ -141,7 +142,8 @@ def test_each_roster_student_gets_their_newest_notebook_and_nothing_else(collect
                  "mosseli_1005_5005_mine.zip (not a notebook",
                  "mosseli_1005_5005_huge.ipynb is over the notebook limit",
                  "../../../escaped.ipynb (not a notebook at the zip's top level)", "marked dee's hand-in LATE",
-                 "Collected parkdee_LATE_1004_5004_Copy of layernorm.ipynb as layernorm.ipynb"):
+                 "Collected parkdee_LATE_1004_5004_Copy of layernorm.ipynb as layernorm.ipynb",
+                 "mosseli_1005_5005_bbbbbbbbbbbbbbbb"):
         assert said in log, said
 
 
