@@ -18,7 +18,3 @@ folder follows one submission through it and names the module for each step.
 - grade_class, class_plan, grading_kit, cluster, grading_worker, record: the class grader on Dask (record is
   the one writer of the course's gradebook and autograded/ folder).
 """
-
-# The files that describe one course to nbgrader, in its autograder/ folder (traitlets reads them; they are
-# not modules): every copy of the course has its own, and nothing else of this folder is copied with it.
-CONFIGURATION_FILES = ("nbgrader_config.py", "course_directory.py")

@@ -28,7 +28,7 @@ import dask
 from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from autograder import CONFIGURATION_FILES
+from autograder.course import CONFIGURATION_FILES
 
 PACKAGE = Path(__file__).resolve().parent
 

@@ -22,6 +22,11 @@ REPO = Path(__file__).resolve().parents[1]
 AUTOGRADER = "autograder"                       # nbgrader runs from here, where nbgrader_config.py is
 LAYOUT_CONFIG = "course_directory.py"           # nbgrader's CourseDirectory settings
 GRADING_CONFIG = "nbgrader_config.py"           # the whole grading configuration (it loads the layout)
+# The files that describe one course to nbgrader, in its autograder/ folder (traitlets reads them; they are not
+# modules): every copy of the course has its own, and nothing else of this folder is copied with it. Named here,
+# not in the package's __init__: run from a copy's root folder, `autograder` is that copy's folder (a namespace
+# package), and only the package's modules, never its __init__'s names, are found from there.
+CONFIGURATION_FILES = (GRADING_CONFIG, LAYOUT_CONFIG)
 
 
 class Course:

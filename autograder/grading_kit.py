@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import CONFIGURATION_FILES
+from autograder.course import CONFIGURATION_FILES
 
 KIT_GRADEBOOK = "kit-gradebook.db"         # in the kit's autograder/ folder
 # The kit carries the course's CONFIGURATION_FILES; the worker loads autograder/nbgrader_config.py by this name.

@@ -289,3 +289,13 @@ def test_a_launcher_whose_grader_is_already_gone_starts_no_sandbox():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "the grader that started this kernel is gone" in result.stderr
+
+
+@pytest.mark.grading
+def test_the_class_grader_starts_from_a_course_copys_root_folder(tmp_path):
+    """Run from a copy's root, `autograder` is the copy's folder of configuration (a namespace package before the
+    installed one): the class grader failed there, importing a name of the package's __init__."""
+    copy = grading.make_course(tmp_path / "course")
+    result = subprocess.run([sys.executable, "-m", "autograder.grade_class", "--help"], cwd=copy,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]

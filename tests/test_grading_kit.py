@@ -19,7 +19,7 @@ import warnings
 
 import pytest
 
-from autograder import CONFIGURATION_FILES
+from autograder.course import CONFIGURATION_FILES
 from autograder.course import Course
 from autograder.grading_kit import KIT_GRADEBOOK, build_kit, handed_in_files, read_folder, unpack_kit, write_folder
 from autograder.handins import REFUSED_TIMESTAMP

@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from autograder import CONFIGURATION_FILES
+from autograder.course import CONFIGURATION_FILES
 from autograder import notebook as notebook_reader
 from tools.course import COURSE, Course, tool_env
 
