@@ -26,7 +26,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, List, Unicode
 
-from autograder import cgroups, grading_environment
+from autograder import cgroups, grading_environment, warm_kernels
 from autograder.cells import (
     add_condition, add_flag, course_directory, error_output, grade_id, is_test, nbgrader_record, notebook_flags,
     output_text,
@@ -61,6 +61,9 @@ class SandboxKernelSpecs(KernelSpecManager):
     courses to hide (hidden_courses), so no kernelspec is written anywhere."""
 
     courses = List(Unicode(), help="the course folders the sandbox hides (none outside nbgrader)")
+    warm = Bool(True, help="fork the kernel from this process's warm parent (warm_kernels.py)")
+    # Why a kernel meant to be warm starts cold (the warm parent could not start); None when none did.
+    cold_because = Unicode(None, allow_none=True)
 
     def get_kernel_spec(self, kernel_name):
         if kernel_name == grading_environment.KERNEL_NAME:
@@ -70,6 +73,10 @@ class SandboxKernelSpecs(KernelSpecManager):
             # sandbox when this process, its parent, dies.
             spec["env"] = {**grading_environment.limit_variables(),
                            grading_environment.GRADER_PID_VARIABLE: str(os.getpid())}
+            if self.warm:
+                parent, self.cold_because = warm_kernels.parent_socket()
+                if parent:
+                    spec["env"][grading_environment.WARM_PARENT_VARIABLE] = parent
             return self.kernel_spec_class(resource_dir=str(HERE), name=kernel_name, **spec)
         return super().get_kernel_spec(kernel_name)
 
@@ -106,6 +113,7 @@ class GuardedExecute(Execute):
         self._died_in = None
         self._cell = None
         self._kernel_id = None
+        self._specs = None
         self._deadline = time.monotonic() + value("COURSE_GRADING_NOTEBOOK_TIMEOUT")
         self.timeout_func = self.cell_timeout
         self._notebook_bytes = 0
@@ -134,6 +142,7 @@ class GuardedExecute(Execute):
             if self._context:                    # the client's sockets are closed by now
                 self._context.destroy(linger=0)
                 self._context = None
+            self.flag_cold_start(resources)
             if self._sockets:                    # the kernel has stopped: its sockets' folder goes too
                 shutil.rmtree(self._sockets, ignore_errors=True)
                 self._sockets = None
@@ -150,7 +159,8 @@ class GuardedExecute(Execute):
         if not self.sandbox:
             return super().create_kernel_manager()
         self._sockets = tempfile.mkdtemp(prefix="course-grading-")
-        specs = SandboxKernelSpecs(parent=self, courses=hidden_courses(self))
+        self._specs = specs = SandboxKernelSpecs(parent=self, courses=hidden_courses(self),
+                                                 warm=grading_environment.warm_kernels())
         self.km = self.kernel_manager_class(
             kernel_name=grading_environment.KERNEL_NAME, kernel_spec_manager=specs,
             transport="ipc", ip=str(Path(self._sockets) / "kernel"), config=self.config)
@@ -178,6 +188,21 @@ class GuardedExecute(Execute):
 
     # nbclient binds the synchronous name to its own coroutine, so it is bound again to ours.
     start_new_kernel_client = run_sync(async_start_new_kernel_client)
+
+    def flag_cold_start(self, resources) -> None:
+        """A kernel meant to be warm that started cold: its warm parent could not start (said by the spec manager), or
+        failed it (the launcher's note beside the sockets, sandboxed_kernel.cold_start_note). The sandbox is the
+        same; the flag says the grading took the slower path, and why."""
+        why = self._specs.cold_because if self._specs is not None else None
+        if self._sockets and self._kernel_id:
+            note = Path(self._sockets) / f"{self._kernel_id}.started-cold"
+            try:
+                with open(note, "rb") as handle:                 # written by the launcher, not the kernel
+                    why = handle.read(500).decode(errors="replace")
+            except OSError:
+                pass
+        if why:
+            add_flag(resources, f"kernel started cold: {why}")
 
     def release_cgroup(self, resources) -> None:
         """Read what the submission's cgroup saw, then make sure nothing of it survives."""

@@ -1,6 +1,7 @@
 """Runs in every grading kernel before the student's first cell (IPKernelApp.exec_files).
 
-Seeds every random number generator, so that grading the same notebook twice gives the same result,
+Seeds every random number generator (again right before the first cell), so that grading the same notebook twice
+gives the same result, warm or cold,
 and installs the grading guard `_course_guard`, which the grader (guarded_execute.GuardedExecute) asks,
 before the first cell and after every cell, for a fingerprint of what the checks rely on.
 
@@ -24,25 +25,33 @@ student's code (directly, or through a module such as `nn.LayerNorm`) it raises 
 which the grader flags and which fails every check that uses that code.
 """
 
-import random
-
-random.seed(0)
-try:
-    import numpy
-
-    numpy.random.seed(0)
-except ImportError:
-    pass
-try:
-    import torch
-
-    torch.manual_seed(0)
-except ImportError:
-    pass
-del random
 
 
-def _install_guard():
+def _seed_everything():
+    """Python's, NumPy's and PyTorch's generators at seed 0. Called as the kernel starts, and again by the guard's
+    setup right before the first cell: between the two, IPython draws from Python's generator for each
+    kernel_info request (a banner tip), and how many the client sends depends on timing."""
+    import random
+
+    random.seed(0)
+    try:
+        import numpy
+
+        numpy.random.seed(0)
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        torch.manual_seed(0)
+    except ImportError:
+        pass
+
+
+_seed_everything()
+
+
+def _install_guard(seed_everything):
     import importlib
     import os
     import sys
@@ -229,6 +238,7 @@ def _install_guard():
         grader_files.update(f"{cell_folder}{number}.py" for number in grader_cells)
         for rule in rules:
             forbid(rule["functions"], rule["message"])
+        seed_everything()
         return fingerprint()
 
     def report():
@@ -239,5 +249,5 @@ def _install_guard():
     sys.modules["_course_guard"] = guard
 
 
-_install_guard()
-del _install_guard
+_install_guard(_seed_everything)
+del _install_guard, _seed_everything

@@ -41,6 +41,15 @@ What the kernel gets, and why:
 What is readable and which environment variables pass are declared in
 grading_environment.py; this launcher applies them.
 
+**Warm or cold.** Where the grader gives the launcher its warm parent's socket (COURSE_GRADING_KERNELS=warm,
+the default; warm_kernels.py), the launcher builds the sandbox with exactly the options above but a placeholder
+for its command, and the parent (kernel_zygote.py) forks the kernel into it: the kernel joins the sandbox's
+namespaces, root and cgroup and drops every capability before any of its code runs (run_warm). The launcher stays
+until the kernel ends, then removes the sandbox. If the parent does not answer or its child cannot enter the
+sandbox, the launcher removes what it built and starts the kernel cold, in a sandbox built anew, and notes why
+beside the kernel's sockets for the grader to flag (cold_start_note). Cold: the launcher becomes bubblewrap,
+which starts a new Python inside.
+
 `check()` starts a trivial sandbox with the same options; nbgrader_config.py calls it so that grading
 refuses with a clear message where bubblewrap cannot start (for example in a container that blocks
 user namespaces), instead of failing with a dead kernel for every student.
@@ -48,6 +57,7 @@ user namespaces), instead of failing with a dead kernel for every student.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -71,7 +81,7 @@ if __name__ == "__main__" and "autograder" not in sys.modules:
     if sys.path and os.path.realpath(sys.path[0]) == str(_here):
         del sys.path[0]
 
-from autograder import cgroups, grading_environment  # noqa: E402
+from autograder import cgroups, grading_environment, kernel_zygote  # noqa: E402
 from autograder.grading_environment import value  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -202,20 +212,25 @@ def rule_stubs() -> list[str]:
     return ["--ro-bind", str(STUB), location]
 
 
-def set_rlimits(memory: int, group: cgroups.Cgroup | None) -> None:
+def rlimits(memory: int, group: cgroups.Cgroup | None) -> dict[str, tuple[int, int]]:
     """Per-process backstops, inherited by bwrap and the kernel (a student cannot raise a hard limit)."""
     cpu = int(value("COURSE_GRADING_CPU_SECONDS"))
     disk = int(value("COURSE_GRADING_DISK_MB") * 2**20)
     # Address space: one runaway allocation fails inside the cell with a clean MemoryError.
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (disk, disk))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    limits = {"RLIMIT_AS": memory, "RLIMIT_CPU": cpu, "RLIMIT_FSIZE": disk, "RLIMIT_CORE": 0}
     if group is None and os.getuid() != 0:
         # Without a pids cgroup, cap the processes of this user (RLIMIT_NPROC counts all of them).
         mine = sum(1 for entry in Path("/proc").iterdir() if entry.name.isdigit() and entry.stat().st_uid == os.getuid())
-        processes = mine + int(value("COURSE_GRADING_PROCESSES"))
-        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+        limits["RLIMIT_NPROC"] = mine + int(value("COURSE_GRADING_PROCESSES"))
+    return {name: (number, number) for name, number in limits.items()}
+
+
+def set_rlimits(memory: int, group: cgroups.Cgroup | None) -> dict[str, tuple[int, int]]:
+    """Apply rlimits() to this launcher (and so to bwrap and a cold kernel); returns them for a warm one."""
+    limits = rlimits(memory, group)
+    for name, pair in limits.items():
+        resource.setrlimit(getattr(resource, name), pair)
+    return limits
 
 
 def check() -> str | None:
@@ -249,20 +264,27 @@ def socket_argv(connection: dict) -> list[str]:
     return ["--size", str(SOCKET_FOLDER_BYTES), "--tmpfs", os.path.dirname(os.path.abspath(connection["ip"]))]
 
 
-def link_sockets(connection: dict, info: int) -> None:
-    """In a child of the launcher: once bwrap says which process is the sandbox's first (--info-fd), link each of
-    the kernel's socket paths in the grader's folder to the socket inside the sandbox, through that process's
-    root (/proc/PID/root). The grader connects through the links; the sandbox never sees the grader's folder."""
+def sandbox_pid(info: int) -> int | None:
+    """The sandbox's first process, as bwrap tells it on --info-fd; None if bwrap failed before it started one."""
     text = b""
     while b"}" not in text:
         chunk = os.read(info, 4096)
         if not chunk:
-            return                                  # bwrap failed before it started the sandbox
+            return None
         text += chunk
-    child = json.loads(text[:text.index(b"}") + 1])["child-pid"]
+    return json.loads(text[:text.index(b"}") + 1])["child-pid"]
+
+
+def socket_paths(connection: dict) -> list[str]:
     ip = os.path.abspath(connection["ip"])
-    for key in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"):
-        path = f"{ip}-{connection[key]}"
+    return [f"{ip}-{connection[key]}" for key in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+
+
+def link_sockets(connection: dict, child: int) -> None:
+    """Link each of the kernel's socket paths in the grader's folder to the socket inside the sandbox, through its
+    first process's root (/proc/PID/root). The grader connects through the links; the sandbox never sees the
+    grader's folder."""
+    for path in socket_paths(connection):
         os.symlink(f"/proc/{child}/root{path}", path)
 
 
@@ -342,18 +364,15 @@ def die_with_grader() -> None:
         sys.exit("course grading: the grader that started this kernel is gone; no sandbox is started")
 
 
-def main(arguments: list[str]) -> None:
-    die_with_grader()
-    connection_file, kernel_arguments = os.path.abspath(arguments[0]), arguments[2:]
-    courses = [folder for folder in arguments[1].split(os.pathsep) if folder]      # the courses to hide
-    # First of all, so that the drainer holds nothing else of the launcher's and lies outside the cgroup.
-    detach_stdio(Path(connection_file).stem)
-    connection = json.load(open(connection_file))
-    memory = int(value("COURSE_GRADING_MEMORY_GB") * 2**30)
+def kernel_environment() -> dict[str, str]:
+    """The kernel's whole environment: what grading_environment keeps of this process's, and its own folders."""
+    kept = {key: os.environ[key] for key in grading_environment.KEPT_ENVIRONMENT if key in os.environ}
+    return {**kept, "HOME": WORK, "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONNOUSERSITE": "1",
+            "PWD": WORK}        # which bwrap's --chdir sets too
 
-    group = cgroups.enter(Path(connection_file).stem, memory, int(value("COURSE_GRADING_PROCESSES")))
-    set_rlimits(memory, group)
 
+def sandbox_argv(connection_file: str, connection: dict, courses: list[str]) -> tuple[list[str], list[int]]:
+    """bwrap's arguments for this kernel's sandbox, up to its namespaces and command (the same, cold or warm)."""
     argv, fds = base_argv(courses)
     files, copied = copy_in(os.getcwd(), int(value("COURSE_GRADING_DISK_MB") * 2**20) // 2)
     argv += files
@@ -364,17 +383,125 @@ def main(arguments: list[str]) -> None:
     argv += socket_argv(connection)
     argv += closed_argv()
     argv += ["--clearenv"]
-    for key in grading_environment.KEPT_ENVIRONMENT:
-        if key in os.environ:
-            argv += ["--setenv", key, os.environ[key]]
-    argv += ["--setenv", "HOME", WORK, "--setenv", "TMPDIR", "/tmp",
-             "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib", "--setenv", "PYTHONNOUSERSITE", "1", "--chdir", WORK]
+    for key, text in kernel_environment().items():
+        argv += ["--setenv", key, text]
+    argv += ["--chdir", WORK]
+    return argv, fds
+
+
+# --- a warm kernel: forked from the warm parent (kernel_zygote.py) into a sandbox built for it -----------------
+
+WARM_REPLY_SECONDS = 60      # the warm parent answers at once; a parent that does not is treated as dead
+PLACEHOLDER = ["/bin/cat"]   # the sandbox's first command: echoes the launcher's line once the sandbox is built,
+                             # then holds the sandbox open until the launcher's end of its input closes
+
+
+def cold_start_note(connection: dict, connection_file: str) -> str | None:
+    """Where the launcher notes that this kernel started cold after all (guarded_execute flags it): beside the
+    kernel's sockets, in the grader's own folder, which the sandbox never sees."""
+    if connection.get("transport") != "ipc":
+        return None
+    return os.path.join(os.path.dirname(os.path.abspath(connection["ip"])), Path(connection_file).stem + ".started-cold")
+
+
+def ask_warm_parent(parent: str, request: dict, fds: list[int]) -> None:
+    """Send the request and its descriptors; raise unless the parent forked a child for it."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as connection:
+        connection.settimeout(WARM_REPLY_SECONDS)
+        connection.connect(parent)
+        socket.send_fds(connection, [json.dumps(request).encode()], fds)
+        reply = json.loads(connection.recv(4096) or b"{}")
+    if "pid" not in reply:
+        raise OSError(reply.get("error", "no answer"))
+
+
+def run_warm(parent: str, argv: list[str], fds: list[int], connection: dict, connection_file: str,
+             kernel_arguments: list[str], group: cgroups.Cgroup | None, limits: dict) -> str:
+    """Build this kernel's sandbox with bwrap as for a cold kernel, with a placeholder for its command, and have the
+    warm parent fork the kernel into it; exit with the kernel when it ends. Returns only if the kernel could not be
+    started warm (why), with nothing of the attempt left: the caller starts it cold."""
+    info, told = os.pipe()
+    status, status_written = os.pipe()
+    sandbox = subprocess.Popen([*argv, "--info-fd", str(told), *NAMESPACES, "--", *PLACEHOLDER],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=[*fds, told])
+    for fd in (told, *fds):
+        os.close(fd)
+    passed, linked, started = [], False, False
+    try:
+        child = sandbox_pid(info)
+        sandbox.stdin.write(b"built\n")
+        sandbox.stdin.flush()
+        if child is None or sandbox.stdout.readline() != b"built\n":
+            return f"bubblewrap did not build the sandbox (exit {sandbox.poll()})"
+        if connection.get("transport") == "ipc":
+            link_sockets(connection, child)
+            linked = True
+        passed = [os.open(f"/proc/{child}/root", os.O_RDONLY | os.O_DIRECTORY)]
+        passed += [os.open(f"/proc/{child}/ns/{name}", os.O_RDONLY) for name in kernel_zygote.NAMESPACES]
+        request = {"argv": ["-f", connection_file, *kernel_arguments], "env": kernel_environment(), "workdir": WORK,
+                   "rlimits": limits,
+                   "cgroup_procs": [str(folder / "cgroup.procs") for folder in (group.dirs.values() if group else [])]}
+        ask_warm_parent(parent, request, [1, status_written, *passed])      # kernel_zygote.DESCRIPTORS
+        for fd in (status_written, *passed):
+            os.close(fd)
+        status_written, passed = None, []
+        said = b""
+        while chunk := os.read(status, 64):       # "started" once the kernel runs; its exit code when it ends
+            said += chunk
+        if not said.startswith(b"started\n"):
+            return "the warm parent's child could not enter the sandbox"
+        started = True
+    except (OSError, ValueError) as error:
+        return f"the warm parent did not start it ({error})"
+    finally:
+        for fd in (info, status, *passed, *([status_written] if status_written is not None else [])):
+            os.close(fd)
+        if not started:
+            sandbox.kill()
+            sandbox.wait()
+            for path in socket_paths(connection) if linked else []:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+    # The kernel has ended (the parent's child waited for it): the sandbox goes, and this launcher with its code.
+    sandbox.kill()
+    sandbox.wait()
+    code = said.split(b"\n")[1]
+    os._exit(int(code) & 0xFF if code.lstrip(b"-").isdigit() else 1)
+
+
+def main(arguments: list[str]) -> None:
+    die_with_grader()
+    connection_file, kernel_arguments = os.path.abspath(arguments[0]), arguments[2:]
+    courses = [folder for folder in arguments[1].split(os.pathsep) if folder]      # the courses to hide
+    # First of all, so that the drainer holds nothing else of the launcher's and lies outside the cgroup.
+    detach_stdio(Path(connection_file).stem)
+    connection = json.load(open(connection_file))
+    memory = int(value("COURSE_GRADING_MEMORY_GB") * 2**30)
+
+    group = cgroups.enter(Path(connection_file).stem, memory, int(value("COURSE_GRADING_PROCESSES")))
+    limits = set_rlimits(memory, group)
+
+    parent = os.environ.get(grading_environment.WARM_PARENT_VARIABLE, "")
+    if parent:
+        argv, fds = sandbox_argv(connection_file, connection, courses)
+        problem = run_warm(parent, argv, fds, connection, connection_file, kernel_arguments, group, limits)
+        note = cold_start_note(connection, connection_file)
+        print(f"course grading: started cold: {problem}", file=sys.stderr, flush=True)
+        if note:
+            with open(note, "w") as handle:
+                handle.write(problem[:500])
+
+    argv, fds = sandbox_argv(connection_file, connection, courses)
     if connection.get("transport") == "ipc":
         info, told = os.pipe()
         if os.fork() == 0:                          # the linker: gone as soon as the links are made
             os.close(told)
             try:
-                link_sockets(connection, info)
+                child = sandbox_pid(info)
+                if child is not None:
+                    link_sockets(connection, child)
             finally:
                 os._exit(0)
         os.close(info)

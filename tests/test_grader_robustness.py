@@ -21,7 +21,7 @@ import nbformat
 import pytest
 
 from tests import attacks
-from autograder import grade_class
+from autograder import cells, grade_class
 from tools import grading, stock_nbgrader
 from tools.course import COURSE, Course
 
@@ -189,8 +189,8 @@ MALFORMED = {
 }
 
 
-@pytest.fixture(scope="module")
-def hostile(course, tmp_path_factory):
+def hostile_class() -> list[grading.Submission]:
+    """The class above, the malformed notebooks and the hand-ins with odd files; the bad timestamp last."""
     submissions = [grading.Submission(student, A, notebook) for student, notebook in CLASS.items()]
     submissions += [grading.Submission(student, A, content) for student, content in MALFORMED.items()]
     submissions.append(grading.Submission("renamed", A, answer(CORRECT), filename="layernorm (1).ipynb"))
@@ -200,13 +200,45 @@ def hostile(course, tmp_path_factory):
     # failed that student's grading under both front doors, when the flag naming it was written into the notebook.
     submissions.append(grading.Submission("odd-file-name", A, answer(CORRECT),
                                           extra_files={os.fsdecode(ODD_NAME): b"my notes"}))
-    timestamp = grading.Submission(BAD_TIMESTAMP, A, answer(CORRECT),
-                                   extra_files={"timestamp.txt": b"the day after tomorrow"})
+    submissions.append(grading.Submission(BAD_TIMESTAMP, A, answer(CORRECT),
+                                          extra_files={"timestamp.txt": b"the day after tomorrow"}))
+    return submissions
+
+
+@pytest.fixture(scope="module")
+def hostile(course, tmp_path_factory):
+    """The class, graded by the engine with warm kernels (the default)."""
+    submissions = hostile_class()
     root = grading.copy_course(course, tmp_path_factory.mktemp("hostile") / "course")
     started = time.monotonic()
-    HOSTILE_SUMMARY.append(grading.grade_submissions(root, [*submissions, timestamp], env=LIMITS))  # the engine
+    HOSTILE_SUMMARY.append(grading.grade_submissions(root, submissions, env=LIMITS))  # the engine
     HOSTILE_SECONDS.append(time.monotonic() - started)
-    return {submission.student: root for submission in submissions}
+    return {submission.student: root for submission in submissions if submission.student != BAD_TIMESTAMP}
+
+
+def outcome(root, student) -> dict:
+    """What grading gave one student: every check's score, what each check shows, the flags and conditions."""
+    notebook = grading.autograded_notebook(root, A, student)
+    scores = grading.cell_scores(root, A, student)
+    return {"scores": scores, "shown": {cell: grading.cell_error(notebook, cell) for cell in scores},
+            "flags": sorted(grading.grader_flags(notebook)), "conditions": cells.notebook_conditions(notebook)}
+
+
+def test_warm_and_cold_kernels_grade_the_hostile_class_identically(hostile, course, tmp_path_factory):
+    """The cold kernel is the reference (issue 41): the whole class graded again with COURSE_GRADING_KERNELS=cold
+    gets the same scores, messages, flags and conditions, student by student, and no warm kernel started cold."""
+    root = grading.copy_course(course, tmp_path_factory.mktemp("hostile-cold") / "course")
+    summary = grading.grade_submissions(root, hostile_class(), env={**LIMITS, "COURSE_GRADING_KERNELS": "cold"})
+    assert sorted(r["student"] for r in summary["failed"]) == sorted(r["student"] for r in HOSTILE_SUMMARY[0]["failed"])
+    compared = 0
+    for student, graded_in in hostile.items():
+        if not Course(graded_in).path("autograded", student, A).exists():
+            continue                            # not a notebook nbgrader could read: no kernel either way
+        warm, cold = outcome(graded_in, student), outcome(root, student)
+        assert not any("started cold" in flag for flag in warm["flags"]), (student, warm["flags"])
+        assert warm == cold, student
+        compared += 1
+    assert compared >= len(CLASS)
 
 
 HOSTILE_SECONDS: list[float] = []

@@ -182,6 +182,15 @@ def test_no_submission_is_graded_with_per_process_limits_only(graded):
         assert not any("per process only" in flag for flag in cells.notebook_flags(notebook(graded, student)))
 
 
+def test_every_kernel_is_forked_warm_by_the_account(graded):
+    """The warm parent (issue 41) works for an ordinary account too, where bubblewrap makes a user namespace that
+    its children join: no kernel fell back to a cold start."""
+    for student in CLASS:
+        flags = cells.notebook_flags(notebook(graded, student))
+        said = [line for line in (graded[1].stdout + graded[1].stderr).splitlines() if "warm parent" in line][:3]
+        assert not any("started cold" in flag for flag in flags), (student, flags, said)
+
+
 def test_a_memory_hog_across_processes_is_stopped_by_the_submissions_group(graded):
     flags = " ".join(cells.notebook_flags(notebook(graded, "memory-across-processes")))
     assert "memory limit reached" in flags

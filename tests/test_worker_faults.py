@@ -125,13 +125,18 @@ def watch_workers(peaks: dict[int, int], done: threading.Event) -> None:
         done.wait(0.2)
 
 
+def is_launcher(process: psutil.Process) -> bool:
+    """A sandbox launcher: sandboxed_kernel.py while it starts a warm kernel (bwrap is its child), or the bwrap it
+    became by exec for a cold one (whose own bwrap child, inside the PID namespace, is not a launcher)."""
+    return process.name() == "bwrap" or "sandboxed_kernel.py" in " ".join(process.cmdline())
+
+
 def launchers(root: psutil.Process) -> list[psutil.Process]:
-    """The sandbox launchers under `root`: a bwrap whose parent is not a bwrap (the one inside its PID
-    namespace is); the launcher's parent is the grading worker."""
+    """The sandbox launchers under `root`, warm or cold; a launcher's parent is the grading worker."""
     found = []
     for process in root.children(recursive=True):
         try:
-            if process.name() == "bwrap" and process.parent().name() != "bwrap":
+            if is_launcher(process) and not is_launcher(process.parent()):
                 found.append(process)
         except psutil.Error:
             pass

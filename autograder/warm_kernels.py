@@ -1,0 +1,126 @@
+"""Warm parents for grading kernels: one per grading process and kernel configuration (kernel_zygote.py).
+
+A grading process (nbgrader autograde, a class grader's Dask worker) starts its warm parent when its first
+warm kernel is asked for and keeps it until it exits. The parent is a child of this process that imports
+grading_environment.WARM_IMPORTS once; each kernel is then forked from it into a sandbox bubblewrap built
+for it (sandboxed_kernel.run_warm), instead of a new Python importing PyTorch in each sandbox.
+
+- It gets the kernel's environment (sandboxed_kernel.kernel_environment: never this process's tokens or paths)
+  and an empty folder of its own as its working folder, inside a folder only this user can enter, which also
+  holds its socket. It answers only this user's processes; the kernels cannot reach the socket (it is not in
+  their file system, and they share no network namespace with it).
+- It ends when this process does, however: it waits on a pipe whose other end only this process holds.
+- A parent that cannot start is remembered for this process's run (every kernel then starts cold, flagged);
+  one that died is started again for the next kernel. A kernel whose parent fails it starts cold, flagged
+  (sandboxed_kernel.main).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from autograder import grading_environment, sandboxed_kernel
+
+ZYGOTE = Path(__file__).resolve().parent / "kernel_zygote.py"
+# Started as a cold kernel's Python is (the same interpreter flags: ipykernel puts the working folder on the import
+# path unless -P was given), with nothing of its own folder or working folder on its import path.
+START = "import sys; del sys.path[0]; import runpy; runpy.run_path(sys.argv[1], run_name='__main__')"
+
+
+class WarmParent:
+    """One running kernel_zygote.py."""
+
+    def __init__(self, environment: dict[str, str], imports: tuple[str, ...]):
+        self.environment = environment
+        self.imports = imports
+        self.folder = Path(tempfile.mkdtemp(prefix="course-grading-warm-"))     # mode 0700
+        self.socket = str(self.folder / "parent")
+        self.process: subprocess.Popen | None = None
+        self._watch: int | None = None
+
+    def start(self, timeout: float) -> None:
+        """Start the parent and wait until it has imported everything; raise with what it said if it cannot."""
+        empty = self.folder / "empty"
+        empty.mkdir()
+        watched, self._watch = os.pipe()
+        os.set_inheritable(self._watch, False)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", START, str(ZYGOTE), self.socket, str(watched), json.dumps(list(self.imports))],
+                cwd=empty, env=self.environment, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, pass_fds=[watched], start_new_session=True)
+        finally:
+            os.close(watched)
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        line = self.process.stdout.readline() if ready else b""
+        if line != b"ready\n":
+            self.stop()
+            said = self.process.stderr.read(4000).decode(errors="replace").strip().splitlines()
+            raise RuntimeError(said[-1] if said else f"not ready within {timeout:g} s")
+        self.process.stdout.close()
+        self.process.stderr.close()       # it writes nothing more: its children write to their kernels' pipes
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self) -> None:
+        if self._watch is not None:
+            os.close(self._watch)          # the parent sees the pipe close and exits
+            self._watch = None
+        if self.process is not None and self.process.poll() is None:
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_parents: dict[tuple, WarmParent] = {}
+_failed: dict[tuple, str] = {}
+_lock = threading.Lock()
+
+
+def parent_socket() -> tuple[str | None, str | None]:
+    """(the socket of this process's warm parent for kernels started now, None) or (None, why there is none)."""
+    environment = sandboxed_kernel.kernel_environment()
+    key = (sys.executable, tuple(sorted(environment.items())), grading_environment.WARM_IMPORTS)
+    with _lock:
+        if key in _failed:
+            return None, _failed[key]
+        parent = _parents.get(key)
+        if parent is not None and parent.alive():
+            return parent.socket, None
+        if parent is not None:                 # it died: started again for this kernel and the next
+            parent.stop()
+        parent = WarmParent(environment, grading_environment.WARM_IMPORTS)
+        try:
+            parent.start(grading_environment.value("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT"))
+        except (OSError, RuntimeError) as error:
+            _failed[key] = f"the warm parent could not start ({error})"
+            return None, _failed[key]
+        _parents[key] = parent
+        return parent.socket, None
+
+
+def running() -> list[WarmParent]:
+    """This process's warm parents that are running (for tests and benchmarks)."""
+    with _lock:
+        return [parent for parent in _parents.values() if parent.alive()]
+
+
+@atexit.register
+def stop_all() -> None:
+    with _lock:
+        for parent in _parents.values():
+            parent.stop()
+        _parents.clear()
