@@ -111,7 +111,7 @@ def become_kernel(request: dict, stdout: int) -> None:
     drop_capabilities()
     os.chdir(request["workdir"])
     os.environ.clear()
-    os.environ.update(request["env"])
+    os.environ.update({**request["env"], **SET_BY_IMPORTS})       # ipykernel's debugger sets one as it loads
     sys.path[:] = [request["workdir"], *[path for path in sys.path if path]]      # as `python -m` puts the cwd
     sys.modules.pop("resource", None)
     fresh_state()
@@ -256,9 +256,14 @@ def reap(*_) -> None:
         pass
 
 
+SET_BY_IMPORTS: dict[str, str] = {}     # what the imports put into the environment (a cold kernel's do the same)
+
+
 def main(socket_path: str, watch: int, imports: list[str]) -> None:
+    started_with = dict(os.environ)
     for name in imports:
         importlib.import_module(name)
+    SET_BY_IMPORTS.update({key: text for key, text in os.environ.items() if started_with.get(key) != text})
     if threads() != 1:
         # NumPy's OpenBLAS starts its thread pool as it loads, and stops it before a fork (its pthread_atfork
         # handler), to start it again when it is next used: one fork that does nothing leaves the pool stopped here
@@ -285,7 +290,15 @@ def main(socket_path: str, watch: int, imports: list[str]) -> None:
     while True:
         ready, _, _ = select.select([server, watch], [], [])
         if watch in ready:
-            return                                      # the grader has gone
+            # The grader has gone (or stopped it): its folder goes too, this working folder and the socket in it
+            # (warm_kernels.WarmParent made them for this process alone; a Dask worker may exit without its atexit).
+            for remove, path in ((os.unlink, socket_path), (os.rmdir, os.getcwd()),
+                                 (os.rmdir, os.path.dirname(socket_path))):
+                try:
+                    remove(path)
+                except OSError:
+                    pass                                # removed by the grader already
+            return
         connection, _ = server.accept()
         with connection:
             try:

@@ -236,6 +236,13 @@ def test_warm_and_cold_kernels_grade_the_hostile_class_identically(hostile, cour
             continue                            # not a notebook nbgrader could read: no kernel either way
         warm, cold = outcome(graded_in, student), outcome(root, student)
         assert not any("started cold" in flag for flag in warm["flags"]), (student, warm["flags"])
+        if any(flag.startswith("output limit reached") for flag in warm["flags"] + cold["flags"]):
+            # Past the output limit, what is kept depends on how the kernel's stream was cut into messages (by
+            # time, in ipykernel), so which cells' kept output still quotes a hidden test varies from run to run,
+            # warm or cold alike: the same flags but those, and a quote flagged in both.
+            for side in (warm, cold):
+                quoted = [flag for flag in side["flags"] if "quoted hidden test code" in flag]
+                side["flags"] = [flag for flag in side["flags"] if flag not in quoted] + (["quoted"] if quoted else [])
         assert warm == cold, student
         compared += 1
     assert compared >= len(CLASS)
