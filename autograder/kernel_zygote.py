@@ -16,7 +16,8 @@ kernel exactly as for a cold one (its first process, opened by the launcher). Fo
 2. joins the sandbox's user namespaces (where there are: as an ordinary user), mount, network, IPC, UTS, cgroup and
    PID namespaces and its root (`enter`);
 3. forks the kernel, which is inside the sandbox's PID namespace (the child is not: the kernel cannot see it),
-   drops every capability (bounding and ambient sets too) with no new privileges, starts a new session, gets its
+   drops every capability (bounding and ambient sets too) with no new privileges, loads the seccomp program a cold
+   kernel's bubblewrap loads (the request's), starts a new session, gets its
    stdio, the kernel's environment, working folder and import path as a cold kernel has them, fresh RNG state
    where a module would otherwise share the parent's, and runs ipykernel as `python -m ipykernel_launcher`;
 4. waits for the kernel and tells the launcher (by closing the pipe) when it is gone.
@@ -45,6 +46,7 @@ REQUEST_BYTES = 64 * 2**10
 libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_GET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 24, 38, 39, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 NS_GET_PARENT = 0xB702                                  # ioctl_ns(2): _IO(0xb7, 0x2)
 
 
@@ -82,6 +84,17 @@ def drop_capabilities() -> None:
         raise OSError("no new privileges is not set")
 
 
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def refuse_system_calls(program: bytes) -> None:
+    """Load the seccomp program bubblewrap loads for a cold kernel (seccomp_filter.py); no new privileges is set."""
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = SockFprog(len(program) // 8, ctypes.addressof(buffer))
+    checked(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "loading the seccomp filter")
+
+
 def fresh_state() -> None:
     """What a module computed once in the parent and a cold kernel computes anew: otherwise shared by siblings."""
     multiprocessing = sys.modules.get("multiprocessing.process")
@@ -109,6 +122,8 @@ def become_kernel(request: dict, stdout: int) -> None:
     os.dup2(stdout, 2)
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     drop_capabilities()
+    if request.get("seccomp"):
+        refuse_system_calls(bytes.fromhex(request["seccomp"]))
     os.chdir(request["workdir"])
     os.environ.clear()
     os.environ.update({**request["env"], **SET_BY_IMPORTS})       # ipykernel's debugger sets one as it loads

@@ -28,7 +28,8 @@ What the kernel gets, and why:
   tmpfs of their own at the path the connection file names. The grader reaches them through links in its
   own socket folder to /proc/PID/root of the sandbox (made by a short-lived child of this launcher, told
   the sandbox's first process by bwrap's --info-fd), so the grader's folder is never visible inside.
-- **No network**, no capabilities, a new session (no terminal to inject keys into).
+- **No network**, no capabilities, a new session (no terminal to inject keys into), and no keyring or tracing
+  system call (seccomp_filter.py: bwrap loads the program).
 - **No descriptor of the grader's.** bwrap passes on only descriptors 0-2, so the launcher replaces them
   first: stdin is /dev/null, stdout and stderr are one pipe. A child of the launcher, outside the sandbox,
   passes at most STDIO_BYTES of it on to the grader's stderr (its log, or the instructor's terminal),
@@ -81,7 +82,7 @@ if __name__ == "__main__" and "autograder" not in sys.modules:
     if sys.path and os.path.realpath(sys.path[0]) == str(_here):
         del sys.path[0]
 
-from autograder import cgroups, grading_environment, kernel_zygote  # noqa: E402
+from autograder import cgroups, grading_environment, kernel_zygote, seccomp_filter  # noqa: E402
 from autograder.grading_environment import value  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -139,10 +140,10 @@ def copy_in(folder: str, budget: int) -> tuple[list[str], list[int]]:
     return argv, fds
 
 
-def data(text: str) -> int:
-    """A file descriptor bwrap reads `text` from (--ro-bind-data); inherited across exec."""
+def data(text: str | bytes) -> int:
+    """A file descriptor bwrap reads `text` from (--ro-bind-data, --seccomp); inherited across exec."""
     read, write = os.pipe()
-    os.write(write, text.encode())       # a few hundred bytes: far below a pipe's buffer
+    os.write(write, text if isinstance(text, bytes) else text.encode())     # far below a pipe's buffer
     os.close(write)
     os.set_inheritable(read, True)
     return read
@@ -386,6 +387,10 @@ def sandbox_argv(connection_file: str, connection: dict, courses: list[str]) -> 
     for key, text in kernel_environment().items():
         argv += ["--setenv", key, text]
     argv += ["--chdir", WORK]
+    refused = seccomp_filter.program()
+    if refused is not None:                         # the system calls no kernel may make (seccomp_filter.py)
+        fds.append(data(refused))
+        argv += ["--seccomp", str(fds[-1])]
     return argv, fds
 
 
@@ -440,8 +445,9 @@ def run_warm(parent: str, argv: list[str], fds: list[int], connection: dict, con
             linked = True
         passed = [os.open(f"/proc/{child}/root", os.O_RDONLY | os.O_DIRECTORY)]
         passed += [os.open(f"/proc/{child}/ns/{name}", os.O_RDONLY) for name in kernel_zygote.NAMESPACES]
+        refused = seccomp_filter.program()
         request = {"argv": ["-f", connection_file, *kernel_arguments], "env": kernel_environment(), "workdir": WORK,
-                   "rlimits": limits,
+                   "rlimits": limits, "seccomp": refused.hex() if refused is not None else None,
                    "cgroup_procs": [str(folder / "cgroup.procs") for folder in (group.dirs.values() if group else [])]}
         ask_warm_parent(parent, request, [1, status_written, *passed])      # kernel_zygote.DESCRIPTORS
         for fd in (status_written, *passed):

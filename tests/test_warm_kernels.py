@@ -297,3 +297,33 @@ def test_the_kernels_setting_is_declared_and_checked(monkeypatch):
     monkeypatch.setenv(grading_environment.KERNELS_VARIABLE, "tepid")
     with pytest.raises(ValueError, match="warm.*cold"):
         grading_environment.warm_kernels()
+
+
+REFUSED_CALLS = r'''
+import ctypes, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+def errno_of(result):
+    return ctypes.get_errno() if result == -1 else 0
+session_keyring = ctypes.c_int(-3).value            # KEY_SPEC_SESSION_KEYRING
+user_keyring = ctypes.c_int(-4).value               # KEY_SPEC_USER_KEYRING
+print(json.dumps({
+    "read the session keyring": errno_of(libc.syscall(250, 11, session_keyring, None, 0)),   # keyctl(KEYCTL_READ)
+    "add to the user keyring": errno_of(libc.syscall(248, b"user", b"left-for-a-classmate", b"x", 1, user_keyring)),
+    "request a key": errno_of(libc.syscall(249, b"user", b"grader-secret", None, 0)),
+    "trace bubblewrap's init": errno_of(libc.syscall(101, 16, 1, None, None)),               # ptrace(PTRACE_ATTACH)
+    "read another process's memory": errno_of(libc.syscall(310, 1, None, 0, None, 0, 0)),
+}))
+'''
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the hand-in calls x86_64's system call numbers")
+@pytest.mark.parametrize("kind", ["warm", "cold"])
+def test_no_kernel_reaches_a_keyring_or_traces_a_process(tmp_path, monkeypatch, kind):
+    """A namespace does not separate the kernel keyrings (the grader's session keyring is inherited; graded as root,
+    root's user keyring is every kernel's and outlives the grading), and the kernel runs as the user of the
+    sandbox's init, which it could trace and keep alive where no cgroup holds the submission. Warm or cold, each of
+    these system calls is refused (EPERM, 1) by the seccomp program (autograder/seccomp_filter.py)."""
+    monkeypatch.setenv(grading_environment.KERNELS_VARIABLE, kind)
+    notebook, resources = grade([REFUSED_CALLS], tmp_path / kind)
+    assert set(reported(notebook).values()) == {1}, reported(notebook)
+    assert not resources.get(FLAGS), resources.get(FLAGS)
