@@ -65,25 +65,41 @@ except OSError:
     pass
 '''
 
+# Eight children that each fill 450 MB: 3.6 GB together, past a 3 GB group, so at least one is killed. The cell
+# waits until every child has filled its block or died (not a fixed sleep: on a loaded machine a sleep long enough
+# for the children ran the cell past the 8-second timeout in some runs and not in others).
 FORK_MEMORY = '''
-import os, time
+import os, select, time
 print(open("/proc/self/status").read().split("VmSize:")[1].split("\\n")[0].strip())
+filled, told = os.pipe()
+children = set()
 for _ in range(8):
-    if os.fork() == 0:
+    child = os.fork()
+    if child == 0:
         try:
             block = bytearray(450 * 2**20)
             for i in range(0, len(block), 4096):
                 block[i] = 1
+            os.write(told, os.getpid().to_bytes(4, "little"))
             time.sleep(30)
         finally:
             os._exit(0)
+    children.add(child)
 try:
     with open("/dev/shm/hog", "wb") as handle:
         for _ in range(200):
             handle.write(b"x" * 2**20)
 except OSError as error:
     print("shm:", error)
-time.sleep(4)
+done, running = set(), set(children)
+while len(done) < len(children):
+    if select.select([filled], [], [], 0.05)[0]:
+        said = os.read(filled, 4 * len(children))
+        done.update(int.from_bytes(said[i:i + 4], "little") for i in range(0, len(said) - 3, 4))
+    for child in list(running):
+        if os.waitpid(child, os.WNOHANG)[0]:
+            running.discard(child)
+            done.add(child)
 '''
 
 FILL_DISK = '''

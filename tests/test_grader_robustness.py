@@ -243,6 +243,13 @@ def test_warm_and_cold_kernels_grade_the_hostile_class_identically(hostile, cour
             for side in (warm, cold):
                 quoted = [flag for flag in side["flags"] if "quoted hidden test code" in flag]
                 side["flags"] = [flag for flag in side["flags"] if flag not in quoted] + (["quoted"] if quoted else [])
+        if any(flag.startswith("memory limit reached") for flag in warm["flags"] + cold["flags"]):
+            # A cell that fills the submission's memory lasts as long as the system's reclaim and kills take at
+            # that moment (fork-memory's cell: 1 to 5 s on an idle 2-core machine, past the 8-s timeout at a load
+            # of 6, warm and cold alike), so whether it also ran past the timeout is the load's: the same flags
+            # but that one.
+            for side in (warm, cold):
+                side["flags"] = [flag for flag in side["flags"] if not flag.startswith("timeout in ")]
         assert warm == cold, student
         compared += 1
     assert compared >= len(CLASS)
