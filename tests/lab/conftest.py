@@ -9,6 +9,7 @@ _build/test-output/lab/.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -45,6 +46,11 @@ class Server:
 
     def lab(self, path: str = "lab") -> str:
         return f"{self.url}{path}?token={TOKEN}"
+
+    def kernels(self) -> list[dict]:
+        """The server's own account of its kernels (id, execution_state, last_activity, connections)."""
+        with urllib.request.urlopen(f"{self.url}api/kernels?token={TOKEN}", timeout=10) as response:
+            return json.load(response)
 
 
 def free_port() -> int:

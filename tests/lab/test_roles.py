@@ -185,10 +185,15 @@ class Lab:
                 if attempt == 2:
                     raise
         # The kernel is idle again when the toolbar's status says so and no cell shows [*].
-        self.page.wait_for_function(
-            """() => { const prompts = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-InputPrompt')];
-                       return prompts.length && prompts.every(p => !p.textContent.includes('*'))
-                              && prompts.some(p => /\\[\\d+\\]/.test(p.textContent)); }""", timeout=TIMEOUT)
+        try:
+            self.page.wait_for_function(
+                """() => { const prompts = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-InputPrompt')];
+                           return prompts.length && prompts.every(p => !p.textContent.includes('*'))
+                                  && prompts.some(p => /\\[\\d+\\]/.test(p.textContent)); }""", timeout=TIMEOUT)
+        except PlaywrightTimeoutError:
+            prompts = self.page.evaluate(f"() => ({PROMPTS}).map(p => p.textContent).join(' ')")
+            raise AssertionError(f"Run All did not finish within {TIMEOUT / 1000:g} s: the prompts read {prompts}; "
+                                 f"the server's kernels: {self.server.kernels()}") from None
 
     def validate(self) -> str:
         self.page.locator(".jp-NotebookPanel:visible .validate-button").click()
