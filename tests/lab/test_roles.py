@@ -94,6 +94,9 @@ class Lab:
         self.page = self.context.new_page()
         self.errors: list[str] = []
         self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.console: list[str] = []        # the page's console warnings and errors, for a failure's message
+        self.page.on("console", lambda message: message.type in ("warning", "error")
+                     and self.console.append(message.text[:300]))
         self.pwned: list[str] = []        # every request to a URL naming "pwned", from any tab or frame
         self.context.on("request", lambda request: "pwned" in request.url.lower() and self.pwned.append(
             f"{request.method} {request.url}" + (IN_A_FRAME if request.frame.parent_frame else "")))
@@ -169,31 +172,36 @@ class Lab:
         self.page.keyboard.insert_text(code)
 
     def run_all(self) -> None:
-        # Run All on an idle kernel has, on a loaded machine, started nothing (every prompt stayed `[ ]`, the
-        # kernel idle: seen in two of four runs of the lab session). So the run must be seen to start (a cell
-        # queued or a new execution count) within a while, else the menu item is chosen once more: running
-        # every cell again changes nothing the tests read.
-        before = self.page.evaluate(f"() => ({PROMPTS}).map(p => p.textContent).join()")
+        """Run All, until every cell has run. JupyterLab on a loaded machine has twice dropped a Run All, and both
+        times it is chosen again (running every cell again changes nothing the tests read), at most three times:
+        - it started nothing (every prompt stayed `[ ]`, the kernel idle: two of four runs of the lab session),
+          so the run must be seen to start (a cell queued or a new execution count) within 20 s;
+        - the cells were queued (`[*]`), then every prompt went back to `[ ]` with nothing run: the page cancelled
+          its requests, the server's kernel had had none since it connected (a fresh-clone run beside another)."""
         for attempt in range(3):
+            before = self.page.evaluate(f"() => ({PROMPTS}).map(p => p.textContent).join()")
             self.choose("Run", "Run All Cells")
             try:
                 self.page.wait_for_function(
                     f"before => {{ const now = ({PROMPTS}).map(p => p.textContent); "
                     "return now.some(t => t.includes('*')) || now.join() != before; }", arg=before, timeout=20_000)
-                break
             except PlaywrightTimeoutError:
-                if attempt == 2:
-                    raise
-        # The kernel is idle again when the toolbar's status says so and no cell shows [*].
-        try:
-            self.page.wait_for_function(
-                """() => { const prompts = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-InputPrompt')];
-                           return prompts.length && prompts.every(p => !p.textContent.includes('*'))
-                                  && prompts.some(p => /\\[\\d+\\]/.test(p.textContent)); }""", timeout=TIMEOUT)
-        except PlaywrightTimeoutError:
-            prompts = self.page.evaluate(f"() => ({PROMPTS}).map(p => p.textContent).join(' ')")
-            raise AssertionError(f"Run All did not finish within {TIMEOUT / 1000:g} s: the prompts read {prompts}; "
-                                 f"the server's kernels: {self.server.kernels()}") from None
+                continue
+            # Done when no cell shows [*] and some show an execution count; dropped when every prompt is blank.
+            try:
+                done = self.page.wait_for_function(
+                    f"""() => {{ const prompts = ({PROMPTS}).map(p => p.textContent);
+                                if (!prompts.length || prompts.some(t => t.includes('*'))) return null;
+                                return prompts.some(t => /\\[\\d+\\]/.test(t)) ? 'done' : 'dropped'; }}""",
+                    timeout=TIMEOUT).json_value()
+            except PlaywrightTimeoutError:
+                break
+            if done == "done":
+                return
+        prompts = self.page.evaluate(f"() => ({PROMPTS}).map(p => p.textContent).join(' ')")
+        raise AssertionError(f"Run All did not run every cell ({attempt + 1} tries): the prompts read {prompts}; "
+                             f"the server's kernels: {self.server.kernels()}; the page's last warnings: "
+                             f"{self.console[-5:]}")
 
     def validate(self) -> str:
         self.page.locator(".jp-NotebookPanel:visible .validate-button").click()
