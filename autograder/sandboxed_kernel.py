@@ -11,7 +11,8 @@ What the kernel gets, and why:
   dies with it, daemons included. The sandbox ends if the grader goes away, at any moment: the launcher
   asks the kernel to kill it when the process that started it dies (PR_SET_PDEATHSIG, kept through exec
   into bwrap) and then checks that this process is still the grader (a grader killed before that, while the
-  launcher started, leaves no sandbox behind); bwrap's `--die-with-parent` passes it on to the sandbox.
+  launcher started, leaves no sandbox behind); bwrap's `--die-with-parent` passes it on to the sandbox, and the
+  drainer (below) kills the sandbox's init when the launcher ends, which a kernel that rewrote init cannot stop.
 - **A scratch copy of its folder.** The kernel works in `/tmp/submission`, a copy of the regular files
   of the student's autograded folder (links and special files are not copied), on a private tmpfs of
   limited size. Nothing it writes reaches the autograded folder, which nbgrader writes afterwards.
@@ -31,8 +32,8 @@ What the kernel gets, and why:
 - **No network**, no capabilities, a new session (no terminal to inject keys into), and no keyring or tracing
   system call (seccomp_filter.py: bwrap loads the program).
 - **No descriptor of the grader's.** bwrap passes on only descriptors 0-2, so the launcher replaces them
-  first: stdin is /dev/null, stdout and stderr are one pipe. A child of the launcher, outside the sandbox,
-  passes at most STDIO_BYTES of it on to the grader's stderr (its log, or the instructor's terminal),
+  first: stdin is /dev/null, stdout and stderr are one pipe. A child of the launcher, outside the sandbox
+  (the drainer, in a session of its own), passes at most STDIO_BYTES of it on to the grader's stderr (its log, or the instructor's terminal),
   each line prefixed and with control characters escaped, and drops the rest. The kernel can neither read
   the grader's log nor write into it beyond that, nor change its mode, nor send a terminal escape sequence.
 - **Limits for the whole submission** (grading_environment.py): a cgroup for memory and processes
@@ -63,6 +64,7 @@ import importlib.util
 import json
 import os
 import resource
+import socket
 import stat
 import subprocess
 import sys
@@ -306,40 +308,106 @@ def tell(line: bytes, label: str) -> None:
         pass                  # the grader's stderr is gone: keep draining, so the kernel never blocks
 
 
-def pass_on(read: int, label: str) -> None:
-    """Copy the kernel's output from `read` to this process's stderr: STDIO_BYTES of it, line by line, escaped;
-    the rest is read and dropped (the kernel never blocks on a full pipe), counted at the end."""
-    kept = dropped = 0
-    pending = b""
-    while chunk := os.read(read, 2**16):
-        if kept >= STDIO_BYTES:
-            dropped += len(chunk)
-            continue
-        pending += chunk[:STDIO_BYTES - kept]
-        dropped += max(0, len(chunk) - (STDIO_BYTES - kept))
-        kept += min(len(chunk), STDIO_BYTES - kept)
-        *lines, pending = pending.split(b"\n")
+class PassOn:
+    """The kernel's output as it comes, on to this process's stderr: STDIO_BYTES of it, line by line, escaped; the
+    rest is dropped (the kernel never blocks on a full pipe), counted at the end."""
+
+    def __init__(self, label: str):
+        self.label, self.kept, self.dropped, self.pending = label, 0, 0, b""
+
+    def take(self, chunk: bytes) -> None:
+        room = STDIO_BYTES - self.kept
+        self.pending += chunk[:max(0, room)]
+        self.dropped += max(0, len(chunk) - max(0, room))
+        self.kept += min(len(chunk), max(0, room))
+        *lines, self.pending = self.pending.split(b"\n")
         for line in lines:
-            tell(line, label)
-    if pending:
-        tell(pending, label)
-    if dropped:
-        tell(f"... {dropped} more bytes of its stdout and stderr dropped".encode(), label)
+            tell(line, self.label)
+
+    def end(self) -> None:
+        if self.pending:
+            tell(self.pending, self.label)
+        if self.dropped:
+            tell(f"... {self.dropped} more bytes of its stdout and stderr dropped".encode(), self.label)
+
+
+# Each sandbox ends when its first process, bubblewrap's init, does: the kernel dies with it, and every process the
+# kernel started (pid 1 of a PID namespace takes them all). bwrap asks init to die with the launcher
+# (--die-with-parent), but that is a setting of init, which the kernel can change: it runs as the same user, so it can
+# write init's code through /proc/1/mem (a file's write: seccomp cannot tell it apart) and clear it. Where no cgroup
+# holds the submission, the sandbox would then outlive its grading. So the drainer, outside the sandbox, holds a
+# pidfd of each sandbox's init (sent by the launcher, told the pid by bwrap's --info-fd) and kills init once the
+# launcher has ended, however it ended (exited, killed by the grader, or as bwrap after exec).
+_to_drainer: socket.socket | None = None       # the launcher's end: inits' pidfds go to the drainer
+
+
+def drain(read: int, label: str, inits: socket.socket, launcher: int | None, ended: bool) -> None:
+    """The drainer: pass the kernel's output on (PassOn) until every writer has gone, and kill each sandbox's init
+    (pidfds received on `inits`) once the launcher (`launcher`, a pidfd, or None) has ended (`ended`: already)."""
+    import select
+    import signal
+
+    output, pidfds = PassOn(label), []
+    watched = {read, inits.fileno(), *([launcher] if launcher is not None else [])}
+
+    def end_sandboxes() -> None:
+        for pidfd in pidfds:
+            with contextlib.suppress(OSError):               # already gone: ESRCH
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+
+    while read in watched:
+        ready = select.select(list(watched), [], [])[0]
+        if inits.fileno() in ready:
+            message, fds, _, _ = socket.recv_fds(inits, 16, 4)
+            pidfds += fds
+            if not message and not fds:
+                watched.discard(inits.fileno())           # the launcher and its helpers have all closed it
+            elif ended:
+                end_sandboxes()
+        if launcher in ready:
+            ended = True
+            watched.discard(launcher)
+            end_sandboxes()
+        if read in ready:
+            chunk = os.read(read, 2**16)
+            if chunk:
+                output.take(chunk)
+            else:
+                watched.discard(read)
+    end_sandboxes()
+    output.end()
 
 
 def detach_stdio(label: str) -> None:
     """Give the kernel no descriptor of the grader's: stdin becomes /dev/null, stdout and stderr a pipe that a
-    child of this launcher drains (pass_on). The child is outside the sandbox, so the kernel cannot reach it."""
+    child of this launcher drains (drain). The child is outside the sandbox, so the kernel cannot reach it."""
+    global _to_drainer
     read, write = os.pipe()
+    launcher = os.getpid()
+    ours, drainers = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     if os.fork() == 0:
         try:
+            # A session of its own: the grader ends a kernel that does not stop by killing the launcher's process
+            # group (jupyter_client), which must not take the drainer, whose work starts then.
+            os.setsid()
             os.close(write)
+            ours.close()
             null = os.open(os.devnull, os.O_RDWR)
             os.dup2(null, 0)
             os.dup2(null, 1)
-            pass_on(read, label)
+            try:
+                watched = os.pidfd_open(launcher)
+            except OSError:                     # a kernel older than Linux 5.3: only bwrap's --die-with-parent
+                watched = None
+            ended = os.getppid() != launcher    # it ended before its pidfd was open: any sandbox of it must end
+            if ended and watched is not None:
+                os.close(watched)
+                watched = None
+            drain(read, label, drainers, watched, ended)
         finally:
             os._exit(0)
+    drainers.close()
+    _to_drainer = ours
     os.close(read)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -347,6 +415,19 @@ def detach_stdio(label: str) -> None:
     os.dup2(write, 2)
     os.close(null)
     os.close(write)
+
+
+def hand_to_drainer(child: int) -> None:
+    """Give the drainer a pidfd of this sandbox's init (its pid as bwrap told it, at once), to kill it when the
+    launcher ends."""
+    if _to_drainer is None:
+        return
+    with contextlib.suppress(OSError):                     # gone already (bwrap failed): nothing to end
+        pidfd = os.pidfd_open(child)
+        try:
+            socket.send_fds(_to_drainer, [b"init"], [pidfd])
+        finally:
+            os.close(pidfd)
 
 
 def die_with_grader() -> None:
@@ -436,6 +517,8 @@ def run_warm(parent: str, argv: list[str], fds: list[int], connection: dict, con
     passed, linked, started = [], False, False
     try:
         child = sandbox_pid(info)
+        if child is not None:
+            hand_to_drainer(child)
         sandbox.stdin.write(b"built\n")
         sandbox.stdin.flush()
         if child is None or sandbox.stdout.readline() != b"built\n":
@@ -500,19 +583,20 @@ def main(arguments: list[str]) -> None:
                 handle.write(problem[:500])
 
     argv, fds = sandbox_argv(connection_file, connection, courses)
-    if connection.get("transport") == "ipc":
-        info, told = os.pipe()
-        if os.fork() == 0:                          # the linker: gone as soon as the links are made
-            os.close(told)
-            try:
-                child = sandbox_pid(info)
-                if child is not None:
+    info, told = os.pipe()
+    if os.fork() == 0:          # told the sandbox's first process: hands it to the drainer, links the sockets, is gone
+        os.close(told)
+        try:
+            child = sandbox_pid(info)
+            if child is not None:
+                hand_to_drainer(child)
+                if connection.get("transport") == "ipc":
                     link_sockets(connection, child)
-            finally:
-                os._exit(0)
-        os.close(info)
-        os.set_inheritable(told, True)
-        argv += ["--info-fd", str(told)]
+        finally:
+            os._exit(0)
+    os.close(info)
+    os.set_inheritable(told, True)
+    argv += ["--info-fd", str(told)]
     argv += [*NAMESPACES, "--", os.path.abspath(sys.executable), "-m", "ipykernel_launcher", "-f", connection_file, *kernel_arguments]
     os.execvp("bwrap", argv)
 

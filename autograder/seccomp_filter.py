@@ -7,9 +7,14 @@ Refused, with EPERM, because a namespace does not separate what they reach:
 - the kernel keyrings (`add_key`, `request_key`, `keyctl`): the session keyring is inherited from the grader,
   whatever its login put there (a Kerberos ticket, a pam_keyinit key), and graded as root, every kernel shares
   root's user keyring, a channel between students' kernels that outlives the grading;
-- tracing another process (`ptrace`, `process_vm_readv`, `process_vm_writev`): the kernel runs as the same user as
-  bubblewrap's init inside its sandbox, and could otherwise make it outlive the grading (clear its parent-death
-  signal) where no cgroup holds the submission;
+- reaching into another process (`ptrace`, `process_vm_readv`, `process_vm_writev`, `pidfd_getfd`,
+  `process_madvise`, `kcmp`): the kernel runs as the same user as bubblewrap's init inside its sandbox (and a warm
+  kernel's placeholder). This does not make init safe from the kernel: a write to /proc/1/mem is a file's write,
+  which no seccomp program can tell apart, so a kernel can still rewrite init's code (to clear its parent-death
+  signal and outlive the grading, where no cgroup holds the submission). What ends the sandbox whatever init was
+  made to do is the launcher's drainer, outside it, which kills init when the launcher ends
+  (sandboxed_kernel.drain); bubblewrap loads this program into init too, so rewritten, it can call nothing the
+  kernel cannot;
 - every system call of another ABI (x32, or 32-bit calls from a 64-bit process), whose numbers differ.
 
 A machine of another architecture than these two gets no program (None): the sandbox's other walls still hold,
@@ -29,6 +34,9 @@ REFUSED = {        # name: (x86_64, aarch64) system call numbers
     "keyctl": (250, 219),
     "process_vm_readv": (310, 270),
     "process_vm_writev": (311, 271),
+    "pidfd_getfd": (438, 438),
+    "process_madvise": (440, 440),
+    "kcmp": (312, 272),
 }
 X32_BIT = 0x40000000                    # x32 system calls are the x86_64 ABI's numbers with this bit set
 

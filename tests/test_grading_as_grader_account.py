@@ -18,11 +18,13 @@ describes and this test does not start.
 from __future__ import annotations
 
 import os
+import platform
 import pwd
 import shutil
 import subprocess
 import sysconfig
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,12 +77,12 @@ class Account:
     python: Path
     delegated: str              # the group the admin gave it, as COURSE_GRADING_CGROUP_PARENT names it
 
-    def run(self, argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
         """`argv` as this account: its own user and group ids, no supplementary groups, a clean environment."""
         clean = {"PATH": f"{self.python.parent}:/usr/bin:/bin", "HOME": str(self.home), "LANG": "C.UTF-8", **env}
         return subprocess.run(["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups",
                                "env", "-i", *(f"{key}={value}" for key, value in clean.items()), *argv],
-                              cwd=cwd, capture_output=True, text=True, timeout=600)
+                              cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
 def v1_hierarchies() -> list[Path]:
@@ -213,3 +215,35 @@ def test_nothing_the_class_started_outlives_its_grading(graded, account):
     assert running == [], running
     for hierarchy in v1_hierarchies():
         assert list((hierarchy / account.name / cgroups.GROUP).glob("*@*")) == []
+
+
+@pytest.mark.parametrize("kernels", ["warm", "cold"])
+def test_a_kernel_that_rewrites_the_sandboxs_init_leaves_nothing_running_without_a_group(account, course, kernels):
+    """Without a delegated group (limits per process only, as on a hub whose admin gave none), nothing kills the
+    submission's processes but the end of its sandbox. A kernel that rewrites init's code (attacks.REWRITE_INIT) so
+    that it no longer dies with the launcher, and starts a daemon, leaves nothing running once graded: the launcher's
+    drainer kills init when the launcher ends. And nbgrader, its output captured, returns (the drainer holds the
+    grader's stderr until the sandbox has gone)."""
+    if platform.machine() != "x86_64":
+        pytest.skip("the rewrite is x86_64 machine code")
+    root = grading.copy_course(course, account.home / f"course-init-{kernels}")
+    student = f"rewrites-init-{kernels}"
+    grading.hand_in(root, [grading.Submission(student, A, grading.submission_from_release(
+        A, {"layernorm": CORRECT + attacks.REWRITE_INIT}))])
+    chown_tree(root, account)
+    env = {**LIMITS, grading_environment.KERNELS_VARIABLE: kernels}          # and no COURSE_GRADING_CGROUP_PARENT
+    result = account.run([str(account.python), "-m", "nbgrader", "autograde", A, "--force", "--student", student],
+                         cwd=Course(root).autograder, env=env, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    graded = grading.autograded_notebook(root, A, student)
+    assert "init rewritten" in "".join(output.get("text", "") for cell in graded.cells for output in cell.get("outputs", []))
+    said = cells.notebook_conditions(graded) + cells.notebook_flags(graded)
+    assert any("per process only" in text for text in said), said          # graded with no group, as meant
+    deadline = time.monotonic() + 10          # the drainer's kill is asynchronous to nbgrader's exit
+    while True:
+        listed = subprocess.run(["ps", "-u", account.name, "-o", "stat=,args="], capture_output=True, text=True).stdout
+        running = [line for line in listed.splitlines() if not line.lstrip().startswith("Z")]
+        if not running or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert running == [], running
