@@ -291,7 +291,7 @@ def link_sockets(connection: dict, child: int) -> None:
         os.symlink(f"/proc/{child}/root{path}", path)
 
 
-STDIO_BYTES = 16 * 2**10     # of the kernel's own stdout and stderr passed on to the grader's stderr
+STDIO_BYTES = 16 * 2**10     # of the grader's stderr the kernel's own stdout and stderr may take, prefixes included
 
 
 def printable(line: bytes, label: str) -> bytes:
@@ -301,34 +301,53 @@ def printable(line: bytes, label: str) -> bytes:
     return f"[grading kernel {label}] {text}\n".encode()
 
 
-def tell(line: bytes, label: str) -> None:
+def tell(text: bytes) -> None:
     try:
-        os.write(2, printable(line, label))
+        os.write(2, text)
     except OSError:
         pass                  # the grader's stderr is gone: keep draining, so the kernel never blocks
 
 
 class PassOn:
-    """The kernel's output as it comes, on to this process's stderr: STDIO_BYTES of it, line by line, escaped; the
-    rest is dropped (the kernel never blocks on a full pipe), counted at the end."""
+    """The kernel's output as it comes, on to this process's stderr, line by line, prefixed and escaped, until
+    what was written (prefixes and escapes counted: an empty line or a NUL byte would otherwise take the log many
+    times what it costs the kernel) reaches STDIO_BYTES; the rest is dropped (the kernel never blocks on a full
+    pipe) and counted in one last line."""
 
     def __init__(self, label: str):
-        self.label, self.kept, self.dropped, self.pending = label, 0, 0, b""
+        self.label, self.written, self.dropped, self.pending = label, 0, 0, b""
 
     def take(self, chunk: bytes) -> None:
-        room = STDIO_BYTES - self.kept
-        self.pending += chunk[:max(0, room)]
-        self.dropped += max(0, len(chunk) - max(0, room))
-        self.kept += min(len(chunk), max(0, room))
-        *lines, self.pending = self.pending.split(b"\n")
+        if self.written >= STDIO_BYTES:
+            self.dropped += len(chunk)
+            return
+        *lines, self.pending = (self.pending + chunk).split(b"\n")
         for line in lines:
-            tell(line, self.label)
+            self.say(line, len(line) + 1)
+        if len(self.pending) > STDIO_BYTES:             # a line longer than the whole budget: what fits of it
+            self.say(self.pending, len(self.pending))
+            self.pending = b""
+
+    def say(self, line: bytes, size: int) -> None:
+        if self.written >= STDIO_BYTES:
+            self.dropped += size
+            return
+        text = printable(line, self.label)
+        room = STDIO_BYTES - self.written
+        if len(text) > room:                            # what fits of it, if more than its prefix fits; counted whole
+            self.dropped += size
+            if room <= len(printable(b"", self.label)):
+                self.written = STDIO_BYTES
+                return
+            text = text[:room - 1] + b"\n"
+        tell(text)
+        self.written += len(text)
 
     def end(self) -> None:
         if self.pending:
-            tell(self.pending, self.label)
+            self.say(self.pending, len(self.pending))
         if self.dropped:
-            tell(f"... {self.dropped} more bytes of its stdout and stderr dropped".encode(), self.label)
+            tell(printable(f"... {self.dropped} more bytes of its stdout and stderr dropped".encode(), self.label))
 
 
 # Each sandbox ends when its first process, bubblewrap's init, does: the kernel dies with it, and every process the
