@@ -339,15 +339,33 @@ class SafeMarkup(NbGraderPreprocessor):
 
 # --- render time: nbconvert's filters, replaced ----------------------------------------------------------
 
+@lru_cache(maxsize=None)
+def kept_attachments_renderer():
+    """nbconvert's renderer, but an image naming an attachment the cell does not keep (SafeMarkup dropped it, or
+    the hand-in never had it) shows no picture: nbconvert raises InvalidNotebook there, and one student's cell
+    would fail the formgrader's page and the class's generate_feedback."""
+    from nbconvert.filters.markdown_mistune import IPythonRenderer
+
+    class KeptAttachmentsRenderer(IPythonRenderer):
+        def _embed_image_or_attachment(self, src: str) -> str:
+            name = src[len("attachment:"):] if src.startswith("attachment:") else None
+            if name is not None and name not in self.attachments:
+                return ""                                    # an image without a source; the cleaner drops it
+            return super()._embed_image_or_attachment(src)
+
+    return KeptAttachmentsRenderer
+
+
 @pass_context
 def markdown2html(context, source) -> str:
     """nbconvert's markdown2html, then the allow-list: what every template of the course's HTML exports
     (nbgrader's formgrade and feedback ones included) shows for a markdown cell or a markdown output."""
-    from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+    from nbconvert.filters.markdown_mistune import MarkdownWithMath
 
+    KeptAttachmentsRenderer = kept_attachments_renderer()
     cell = context.get("cell", {}) or {}
     resources = context.get("resources", {}) or {}
-    renderer = IPythonRenderer(escape=False, allow_harmful_protocols=False, attachments=safe_attachments(cell.get("attachments", {})),
+    renderer = KeptAttachmentsRenderer(escape=False, allow_harmful_protocols=False, attachments=safe_attachments(cell.get("attachments", {})),
                                embed_images=False, path=(resources.get("metadata") or {}).get("path", ""),
                                anchor_link_text="¶", exclude_anchor_links=True)
     return clean_html(MarkdownWithMath(renderer=renderer).render(str(source)), mathml=True)

@@ -163,7 +163,7 @@ def formgrade_page(nb, config) -> str:
     c = Config()
     c.HTMLExporter.template_name = "formgrade"
     c.HTMLExporter.extra_template_basedirs = [handlers.template_path]
-    c.merge(config)
+    c.merge(copy.deepcopy(config))          # merge shares sub-sections: the course's own must stay as loaded
     resources = {"base_url": "/user", "index": 0, "total": 1, "notebook_id": "layernorm", "submission_id": "1",
                  "assignment_id": A, "student": "bob", "last_name": None, "first_name": None, "notebook_path": "x"}
     page, _ = HTMLExporter(config=c).from_notebook_node(copy.deepcopy(nb), resources=resources)
@@ -184,7 +184,7 @@ def feedback_page(nb, config, with_summary: bool = True) -> str:
     from autograder.feedback_summary import FeedbackSummary
 
     c = Config()
-    c.merge(config)
+    c.merge(copy.deepcopy(config))          # merge shares sub-sections: the course's own must stay as loaded
     c.HTMLExporter.template_name = "feedback"
     c.HTMLExporter.extra_template_basedirs = [handlers.template_path]
     c.HTMLExporter.extra_template_paths = [os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions",
@@ -346,3 +346,22 @@ def test_the_summary_reads_only_the_courses_lessons_never_a_path_from_the_hand_i
         cell = summary.summary_cell(copy.deepcopy(nb), resources)
         assert "SECRET" not in cell.source, lessons
         assert f"https://course.example/book/{A}.html" in cell.source       # the master's lesson
+
+
+# --- an attachment the page does not carry -----------------------------------------------------------------------
+
+def test_an_image_naming_a_dropped_or_missing_attachment_shows_no_picture_and_breaks_no_page(config):
+    """An SVG attachment is dropped (only raster images are kept), and nbconvert raised InvalidNotebook for the
+    reference left behind: that submission's formgrader page answered 500 and the class's generate_feedback
+    exited 1. A reference to an attachment the hand-in never had did the same."""
+    svg = base64.b64encode(b'<svg xmlns="http://www.w3.org/2000/svg" onload="PWN()"/>').decode()
+    nb = release()
+    dropped = new_markdown_cell("A figure: ![drawn](attachment:figure.svg) and ![absent](attachment:none.png)")
+    dropped["attachments"] = {"figure.svg": {"image/svg+xml": svg}}
+    kept = new_markdown_cell("A kept one: ![kept](attachment:dot.png)")
+    kept["attachments"] = {"dot.png": {"image/png": PNG}}
+    nb.cells[1:1] = [dropped, kept]
+    for notebook in (nb, safe(nb)):
+        for page in (formgrade_page(notebook, config), feedback_page(notebook, config, with_summary=False)):
+            assert "A figure:" in page and "PWN" not in page and "image/svg" not in page
+            assert "data:image/png;base64," + PNG in page                  # the raster attachment still shows
