@@ -155,9 +155,15 @@ def cluster_client(scheduler: str | None, workers: int, environment: dict[str, s
     # certificates made for this run only (Dask's `security=True`), so only this process's client gets in. Its
     # scratch space is a folder of its own, not /tmp/dask-scratch-space, which any account may make first.
     scratch = tempfile.mkdtemp(prefix="course-grading-dask-")
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": quiet, "temporary-directory": scratch}):
-        # No dashboard; the scheduler's own HTTP endpoints (health, metrics) on a free port of loopback, not Dask's
-        # 8787 on every interface (its pages name tasks and paths, without TLS).
+    # Dask's HTTP server speaks no TLS, and on loopback any account reaches it: of its routes only the health
+    # check is served. Its default routes (info, json, metrics, proxy) gave the worker list, the scratch folder,
+    # the scheduler's and nannies' logs and the live call stack of the grading task to another local account.
+    only_health = ["distributed.http.health"]
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": quiet, "temporary-directory": scratch,
+                          "distributed.scheduler.http.routes": only_health,
+                          "distributed.worker.http.routes": only_health}):
+        # No dashboard; the scheduler's health check on a free port of loopback, not Dask's 8787 on every
+        # interface.
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                                worker_dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                                silence_logs=logging.ERROR, env=environment, security=True, host="127.0.0.1",

@@ -26,3 +26,30 @@ def test_a_client_without_the_runs_certificates_cannot_reach_the_local_cluster(t
         assert client.submit(sum, [1, 2]).result() == 3            # the run's own client still works
     folder = next(iter(scratch.values()))
     assert "course-grading-dask-" in folder and not __import__("os").path.exists(folder)
+
+
+def test_another_account_reading_the_clusters_http_port_gets_only_its_health(tmp_path):
+    """Dask's HTTP server has no TLS and listens on loopback, where every local account reaches it: its info and
+    json pages named the workers, the scratch folder, the logs and the grading task's live call stack."""
+    import urllib.error
+    import urllib.request
+
+    def status(url: str) -> int:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                return answer.status
+        except urllib.error.HTTPError as refused:
+            return refused.code
+
+    with cluster_client(None, 1, {}, tmp_path / "log.txt") as client:
+        ports = {"scheduler": client.scheduler_info()["services"]["dashboard"]}
+        ports.update({f"worker {n}": port for n, port in enumerate(
+            client.run(lambda dask_worker: dask_worker.http_server.port).values())})
+        for who, port in ports.items():
+            base = f"http://127.0.0.1:{port}"
+            assert status(f"{base}/health") == 200, who
+            for route in ("/info/main/workers.html", "/info/logs/", "/json/counts.json", "/json/identity.json",
+                          "/metrics", "/statics/", "/proxy/8786/127.0.0.1/status"):
+                assert status(base + route) == 404, f"{who} serves {route}"
+            with urllib.request.urlopen(f"{base}/sitemap.json", timeout=5) as answer:   # Dask's list of routes
+                assert set(__import__("json").load(answer)["paths"]) <= {"/health", "/sitemap.json"}, who
