@@ -56,8 +56,11 @@ LONGEST_NAME = 200
 
 
 def plain_name(name: str) -> bool:
-    """A file name with no folder in it, nothing hidden, nothing a path could climb with, short enough to write."""
-    return (bool(name) and "/" not in name and "\\" not in name and "\0" not in name and not name.startswith(".")
+    """A file name with no folder in it, nothing hidden, nothing a path could climb with, short enough to write,
+    and printable: nbgrader's zip_collect logs each extracted name as it is, and a name carrying a terminal's
+    escape sequences (a window title, the clipboard) or a bidirectional override would act on the instructor's
+    terminal. Canvas's own names are printable."""
+    return (bool(name) and name.isprintable() and "/" not in name and "\\" not in name and not name.startswith(".")
             and len(name.encode("utf-8", "surrogateescape")) <= LONGEST_NAME)
 
 

@@ -163,3 +163,18 @@ def test_graded_reported_and_imported_into_canvas(collected, tmp_path):
     assert {key: float(value) for key, value in scores.items() if value} == {
         "1001": FULL, "1002": BUG_SCORE, "1003": FULL, "1004": FULL}
     assert scores["1005"] == ""                    # on the roster, nothing graded: left blank, Canvas keeps its value
+
+
+@pytest.mark.quick
+def test_a_member_named_with_terminal_escapes_is_not_extracted_and_its_warning_prints_none(tmp_path, caplog):
+    """nbgrader's zip_collect logs each extracted file's name as it is: a name carrying escape sequences (a window
+    title, the clipboard through OSC 52) or a bidirectional override would act on the instructor's terminal."""
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    hostile = ["a_1_1_\x1b]0;pwned\x07layernorm.ipynb", "b_2_2_\x1b]52;c;cHduZWQ=\x07layernorm.ipynb",
+               "c_3_3_layer\u202enrom.ipynb", "d_4_4_lay\x9b31mernorm.ipynb"]
+    (archive / "submissions.zip").write_bytes(zip_of({**{name: b"{}" for name in hostile}, "e_5_5_layernorm.ipynb": b"{}"}))
+    CanvasExtractor().extract(str(archive), str(tmp_path / "extracted"))
+    assert [path.name for path in (tmp_path / "extracted" / "submissions").iterdir()] == ["e_5_5_layernorm.ipynb"]
+    assert len(caplog.records) == len(hostile)
+    assert all(character.isprintable() for record in caplog.records for character in record.getMessage())
