@@ -32,6 +32,16 @@ SECRET_MAX_BYTES = 1024
 JSON_MAX_BYTES = 2**20
 
 
+# A notebook's JSON has a few containers (objects and arrays) per cell: the masters about 200, depth 5. Bytes do
+# not bound what a parse holds: 4.9 MB of `{}` in one cell's metadata (1.7 M objects) took a worker to 3.75 GB
+# and 50 s in nbformat before the notebook could be refused. So the containers are counted first, outside
+# strings, in one pass that stops at the limit, and only a file within both bounds is parsed.
+MOST_CONTAINERS = 20_000
+DEEPEST = 64
+JSON_TOKENS = re.compile(r'["\[\]{}]')
+STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.S)     # after an opening quote, to its closing one
+
+
 class Refused(Exception):
     """What a student sent cannot be used; str() says why, for the instructor and the student."""
 
@@ -64,10 +74,36 @@ def read_capped(path: Path, cap: int) -> bytes:
     return data
 
 
+def check_structure(data: bytes | str, most: int = MOST_CONTAINERS, deepest: int = DEEPEST) -> None:
+    """Refused if the JSON text holds more than `most` objects and arrays, or nests them deeper than `deepest`:
+    counted before any parse, in time linear in the text (a string is skipped in one match from its opening
+    quote; one never closed ends the count, since no parse could read it)."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    containers = depth = 0
+    position = 0
+    while (token := JSON_TOKENS.search(text, position)) is not None:
+        character, position = token.group(), token.end()
+        if character == '"':
+            rest = STRING_REST.match(text, position)
+            if rest is None:
+                raise Refused("not readable JSON (a string is never closed)")
+            position = rest.end()
+        elif character in "[{":
+            containers, depth = containers + 1, depth + 1
+            if containers > most:
+                raise Refused(f"its JSON holds more than {most:,} objects and arrays; a notebook holds a few per cell")
+            if depth > deepest:
+                raise Refused(f"its JSON nests deeper than {deepest} levels")
+        else:
+            depth -= 1
+
+
 def parse_json(data: bytes | str, cap: int = JSON_MAX_BYTES):
-    """JSON a student's data could have shaped: its size first, then every way json fails as Refused."""
+    """JSON a student's data could have shaped: its size first, then its structure counted, then every way json
+    fails as Refused."""
     if len(data) > cap:
         raise Refused(f"{describe(len(data))} of JSON, over the limit of {describe(cap)}")
+    check_structure(data)
     try:
         return json.loads(data)
     except (ValueError, RecursionError, OverflowError, TypeError, MemoryError) as error:

@@ -66,6 +66,10 @@ class BoundedNotebookExporter(NotebookExporter):
         text = file_stream.read(limit + 1)
         if len(text) > limit:
             return self.refuse(notebook_refusal(len(text)), resources, **kw)
+        try:
+            bounded.check_structure(text)            # what a parse would hold, counted before it runs
+        except bounded.Refused as why:
+            return self.refuse(f"refused at intake: {why}; graded as the unanswered release", resources, **kw)
         return self.from_notebook_node(nbformat.reads(text, as_version=4), resources=resources, **kw)
 
     def refuse(self, why: str, resources, **kw):

@@ -11,6 +11,7 @@ hostile student is flagged or failed with a message, and neither time nor memory
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -89,7 +90,7 @@ def test_a_timestamp_is_checked_from_its_listing_and_bounded_before_dateutil(tmp
 
 
 @pytest.mark.quick
-@pytest.mark.parametrize("data, why", [(OVERFLOW, None), (DEEP, "RecursionError"), (b"[]," * 2**19, "over the limit"),
+@pytest.mark.parametrize("data, why", [(OVERFLOW, None), (DEEP, "nests deeper than 64"), (b"[]," * 2**19, "over the limit"),
                                        (b"\xff{", "JSONDecodeError|UnicodeDecodeError")])
 def test_json_from_a_student_fails_only_as_refused(data, why):
     if why is None:
@@ -150,6 +151,39 @@ def test_the_packer_reads_nothing_over_its_cap(tmp_path):
     with pytest.MonkeyPatch.context() as patch, pytest.raises(bounded.Refused, match="grew past"):
         patch.setattr(bounded, "size_of", lambda _path: listed)
         bounded.read_capped(path, bounded.SECRET_MAX_BYTES)
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("count", [1_700_000, 600_000])
+def test_a_notebook_of_many_small_objects_is_refused_before_it_is_parsed(tmp_path, count):
+    """Bytes do not bound what a parse holds: 4.9 MB of `{}` in one cell's metadata (1.7 M objects, under the
+    5 MB limit) took a worker to 3.75 GB and 50 s in nbformat before intake refused it, and 1.75 MB of them
+    (600 k) was graded, with 1.65 GB in the worker and 1.3 GB in generate_feedback. The objects are counted
+    first, outside strings, and such a notebook is never parsed."""
+    from autograder.intake import REFUSED_NOTEBOOK, BoundedNotebookExporter
+
+    nb = json.loads(release_bytes())
+    nb["cells"][0]["metadata"]["x"] = "PLACEHOLDER"
+    text = json.dumps(nb).replace('"PLACEHOLDER"', "[" + "{}," * (count - 1) + "{}]")
+    assert len(text) < bounded.notebook_limit()
+    path = tmp_path / NOTEBOOK
+    path.write_text(text)
+    tracemalloc.start()
+    try:
+        started = time.monotonic()
+        _, resources = BoundedNotebookExporter().from_filename(str(path), resources={"nbgrader": {}})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert "more than 20,000 objects and arrays" in resources["nbgrader"][REFUSED_NOTEBOOK]
+    assert peak < 64 * 2**20, f"refusing it allocated {peak / 2**20:.0f} MB"
+    assert time.monotonic() - started < 10
+    with pytest.raises(bounded.Refused, match="more than 20,000"):       # the class grader's reader too
+        bounded.parse_json(text.encode(), bounded.notebook_limit())
+    # Brackets inside strings are text, not structure; every honest notebook of the course is far below.
+    assert bounded.parse_json(json.dumps({"source": "[{" * 100_000})) == {"source": "[{" * 100_000}
+    for path in (*COURSE.master_notebooks(), *map(COURSE.release_notebook, COURSE.assignments())):
+        bounded.check_structure(path.read_text(), most=1_000, deepest=8)
 
 
 @pytest.mark.quick
