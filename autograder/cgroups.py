@@ -310,5 +310,7 @@ def enter(name: str, memory_bytes: int, processes: int, required: bool | None = 
                                  "is not graded. Grade on a machine with cgroups, or set COURSE_GRADING_CGROUPS="
                                  "optional to grade with per-process limits only.")
         print(f"course grading: {problem}; COURSE_GRADING_CGROUPS=optional, so the limits are per process "
-              "(a submission's children each get their own share)", file=sys.stderr, flush=True)
+              "(a submission's children each get their own share)" + (
+                  ", and as root its processes are not limited at all (RLIMIT_NPROC does not bind root)"
+                  if os.getuid() == 0 else ""), file=sys.stderr, flush=True)
     return group

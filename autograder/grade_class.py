@@ -263,9 +263,9 @@ def run_conditions(remote: bool) -> list[str]:
     say so in each notebook's record, which the class report gathers)."""
     from autograder import cgroups
     from autograder.grading_environment import sandbox_enabled
-    from autograder.guarded_execute import PER_PROCESS_ONLY
+    from autograder.guarded_execute import per_process_condition
 
-    return [PER_PROCESS_ONLY] if not remote and sandbox_enabled() and not cgroups.available() else []
+    return [per_process_condition()] if not remote and sandbox_enabled() and not cgroups.available() else []
 
 
 def refusal(course: Course, unit: Unit) -> Outcome | None:

@@ -84,6 +84,16 @@ class SandboxKernelSpecs(KernelSpecManager):
 # The run's condition where the grading account can create no control group (python -m autograder.preflight).
 PER_PROCESS_ONLY = ("limits per process only: this account can create no control group, so memory and processes "
                     "were limited per process (python -m autograder.preflight says why)")
+# The same as root (a container with a read-only /sys/fs/cgroup): RLIMIT_NPROC does not bind root, so nothing
+# limited the processes (a hand-in started 600 against a limit of 256).
+ROOT_WITHOUT_CGROUP = ("limits per process only, and processes not limited at all: the grader runs as root, whom "
+                       "RLIMIT_NPROC does not bind, and can create no control group (python -m autograder.preflight "
+                       "says why; grade as an ordinary account or give this one a control group)")
+
+
+def per_process_condition() -> str:
+    """What a run without control groups is graded under, as this account: root's processes are not limited."""
+    return ROOT_WITHOUT_CGROUP if os.getuid() == 0 else PER_PROCESS_ONLY
 
 
 def execution_count(count):
@@ -211,9 +221,10 @@ class GuardedExecute(Execute):
             self.log.warning("no cgroup for kernel %s (limits were per process)", self._kernel_id)
             if self.sandbox and self._kernel_id:     # COURSE_GRADING_CGROUPS=optional let the kernel start
                 if cgroups.available():              # this submission's alone: flagged
-                    add_flag(resources, "limits per process only: no cgroup could be created for this submission")
+                    add_flag(resources, "limits per process only: no cgroup could be created for this submission"
+                             + (", and as root its processes were not limited" if os.getuid() == 0 else ""))
                 else:                                # the account's, for the whole run: said once, not a flag
-                    add_condition(resources, PER_PROCESS_ONLY)
+                    add_condition(resources, per_process_condition())
             return
         events = group.events()
         group.remove()

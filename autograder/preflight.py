@@ -104,10 +104,12 @@ def limit_rows(found: Cgroups, sandbox: bool) -> list[tuple[str, str, str, str]]
         applied = f"{limit.value:g} {limit.unit}".strip()
         if limit.variable in GRADER_SIDE:
             rows.append((limit.what, applied, "the grader", "holds"))
+        elif limit.variable in NEEDS_CGROUP and found.works:
+            rows.append((limit.what, applied, "the submission's control group", "holds for the whole submission"))
+        elif limit.variable == "COURSE_GRADING_PROCESSES" and os.getuid() == 0:
+            rows.append((limit.what, applied, "nothing: RLIMIT_NPROC does not bind root", "NOT LIMITED"))
         elif limit.variable in NEEDS_CGROUP:
-            rows.append((limit.what, applied, "the submission's control group" if found.works
-                         else "per-process limits (setrlimit)",
-                         "holds for the whole submission" if found.works else "per process only"))
+            rows.append((limit.what, applied, "per-process limits (setrlimit)", "per process only"))
         elif limit.variable in IN_THE_SANDBOX:
             rows.append((limit.what, applied, "the sandbox's size-limited tmpfs",
                          "holds" if sandbox else "not here (no sandbox)"))
@@ -136,8 +138,11 @@ def report(course_root: Path | None = None) -> tuple[str, int]:
                      "limited for the whole submission")
     else:
         consequence = ("grading refuses every submission (COURSE_GRADING_CGROUPS=required)" if required else
-                       "memory and processes are limited per process only (COURSE_GRADING_CGROUPS=optional), "
-                       "which the class grader says when it starts and the class report once for the class")
+                       ("memory is limited per process only and processes NOT AT ALL, since RLIMIT_NPROC does not "
+                        "bind root: grade as an ordinary account, or give this one a control group"
+                        if os.getuid() == 0 else "memory and processes are limited per process only")
+                       + " (COURSE_GRADING_CGROUPS=optional), which the class grader says when it starts and the "
+                       "class report once for the class")
         lines.append(f"control groups: NOT AVAILABLE: {found.why}; {consequence}")
     lines += ["", *table(limit_rows(found, problem is None))]
     refuses = problem is not None or (required and not found.works)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from autograder import cgroups, grade_class
+from autograder import cgroups, grade_class, guarded_execute
 from autograder.cells import CONDITIONS, FLAGS, notebook_conditions, notebook_flags
-from autograder.guarded_execute import PER_PROCESS_ONLY, GuardedExecute
+from autograder.guarded_execute import PER_PROCESS_ONLY, ROOT_WITHOUT_CGROUP, GuardedExecute
 from autograder.report import page
 from autograder.report.data import ClassData, Result, read_notebook
 from autograder.verdict import RecordFlags
@@ -31,19 +31,35 @@ def released_group(monkeypatch, machine_has_cgroups: bool) -> dict:
 
 
 def test_an_account_without_cgroups_is_a_condition_of_the_run_not_a_flag(monkeypatch):
+    monkeypatch.setattr(guarded_execute.os, "getuid", lambda: 1000)
     resources = released_group(monkeypatch, machine_has_cgroups=False)
     assert resources.get(FLAGS, []) == [] and resources[CONDITIONS] == [PER_PROCESS_ONLY]
     nb, _ = RecordFlags().preprocess(nbformat.v4.new_notebook(), resources)
     assert notebook_flags(nb) == [] and notebook_conditions(nb) == [PER_PROCESS_ONLY]
 
 
+def test_as_root_the_condition_says_processes_were_not_limited_at_all(monkeypatch):
+    """RLIMIT_NPROC does not bind root: without a group nothing limits a root grader's kernels' processes."""
+    monkeypatch.setattr(guarded_execute.os, "getuid", lambda: 0)
+    resources = released_group(monkeypatch, machine_has_cgroups=False)
+    assert resources[CONDITIONS] == [ROOT_WITHOUT_CGROUP] and "processes not limited at all" in ROOT_WITHOUT_CGROUP
+    monkeypatch.setattr(cgroups, "available", lambda: False)
+    monkeypatch.delenv("COURSE_GRADING_SANDBOX", raising=False)
+    assert grade_class.run_conditions(remote=False) == [ROOT_WITHOUT_CGROUP]
+    flagged = released_group(monkeypatch, machine_has_cgroups=True)
+    assert flagged[FLAGS] == ["limits per process only: no cgroup could be created for this submission, "
+                              "and as root its processes were not limited"]
+
+
 def test_one_submission_without_its_group_where_others_get_theirs_is_flagged(monkeypatch):
+    monkeypatch.setattr(guarded_execute.os, "getuid", lambda: 1000)
     resources = released_group(monkeypatch, machine_has_cgroups=True)
     assert resources[FLAGS] == ["limits per process only: no cgroup could be created for this submission"]
     assert CONDITIONS not in resources
 
 
 def test_the_class_grader_says_it_once_when_it_starts(monkeypatch):
+    monkeypatch.setattr(guarded_execute.os, "getuid", lambda: 1000)
     monkeypatch.setattr(cgroups, "available", lambda: False)
     monkeypatch.delenv("COURSE_GRADING_SANDBOX", raising=False)
     assert grade_class.run_conditions(remote=False) == [PER_PROCESS_ONLY]

@@ -36,6 +36,7 @@ def undelegated(monkeypatch, tmp_path):
 
 def test_without_delegation_it_says_why_and_what_is_per_process(undelegated, monkeypatch):
     monkeypatch.setenv("COURSE_GRADING_CGROUPS", "optional")
+    monkeypatch.setattr(preflight.os, "getuid", lambda: 1000)        # an ordinary account, as the slice says
     text, status = preflight.report()
     assert status == 0
     assert f"this account's cgroup ({undelegated}) is not given the memory and pids controllers" in text
@@ -90,3 +91,17 @@ def test_kernels_groups_go_below_the_delegated_group_and_its_absence_is_named(un
     delegated.mkdir()
     (delegated / "cgroup.controllers").write_text("memory pids\n")
     assert cgroups._parents() == {"unified": delegated / cgroups.GROUP}
+
+
+def test_as_root_without_a_group_it_says_processes_are_not_limited_at_all(undelegated, monkeypatch):
+    """RLIMIT_NPROC does not bind root: in a container with a read-only /sys/fs/cgroup a hand-in started 600
+    processes against a limit of 256 while the preflight said "per process"."""
+    monkeypatch.setenv("COURSE_GRADING_CGROUPS", "optional")
+    monkeypatch.setattr(preflight.os, "getuid", lambda: 0)
+    text, status = preflight.report()
+    rows = {row[0]: row[2:] for row in preflight.limit_rows(preflight.try_cgroups(), sandbox=True)}
+    processes = next(limit.what for limit in grading_environment.LIMITS if limit.variable == "COURSE_GRADING_PROCESSES")
+    memory = next(limit.what for limit in grading_environment.LIMITS if limit.variable == "COURSE_GRADING_MEMORY_GB")
+    assert rows[processes] == ("nothing: RLIMIT_NPROC does not bind root", "NOT LIMITED")
+    assert rows[memory] == ("per-process limits (setrlimit)", "per process only")
+    assert "processes NOT AT ALL, since RLIMIT_NPROC does not bind root" in text
