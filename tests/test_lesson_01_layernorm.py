@@ -100,3 +100,32 @@ def test_the_lessons_rmsnorm_matches_torch_rmsnorm(lesson):
             module.weight.copy_(torch.randn(width, generator=generator))
             torch.testing.assert_close(rmsnorm(x, module.weight), module(x))
             torch.testing.assert_close(rmsnorm(x, module.weight, eps=1e-5), module(x))
+
+
+def test_rmsnorm_keeps_the_offset_that_layernorm_removes(lesson):
+    """The picture of three tokens sharing an offset of 3 (standard deviations 0.5, 1, 2): LayerNorm
+    centres them; RMSNorm divides by sqrt(mu^2 + sigma^2), so the caption's means are 3/sqrt(9 + s^2) and
+    its standard deviations s/sqrt(9 + s^2), and only the mean square is held at 1."""
+    values = glued_text(lesson)
+    assert "image/png" in glued(lesson)["fig_rmsnorm_offset"]
+    means = [float(v) for v in glued_value(values["rms_offset_means"]).split(" / ")]
+    stds = [float(v) for v in glued_value(values["rms_offset_stds"]).split(" / ")]
+    for spread, mean, std in zip((0.5, 1.0, 2.0), means, stds):
+        assert mean == pytest.approx(3 / (9 + spread**2) ** 0.5, abs=0.006)
+        assert std == pytest.approx(spread / (9 + spread**2) ** 0.5, abs=0.006)
+        assert mean > 0.5 and std < 0.6                               # "offset kept", "only"
+    assert float(glued_value(values["rms_offset_mean_square_gap"])) < 1e-5
+    assert float(glued_value(values["ln_offset_mean_gap"])) < 1e-5
+
+
+@pytest.mark.quick
+def test_rmsnorm_speed_is_quoted_as_the_paper_states_it():
+    """Zhang & Sennrich (2019) report that RMSNorm reduces the running time by 7%-64%: a cut in time,
+    not "64 % faster"; the quiz asks about RMSNorm too."""
+    import json
+
+    source = " ".join((COURSE.root / "book" / "01-layernorm.md").read_text().split())
+    assert "64 % faster" not in source
+    assert "reduced the running time by 7 % to 64 %" in source
+    quiz = json.loads((COURSE.root / "book" / "quizzes" / "01-layernorm.json").read_text())
+    assert sum("RMSNorm" in question["question"] for question in quiz) >= 2

@@ -51,9 +51,10 @@ def test_every_block_lengthens_the_stream_as_the_caption_says(lesson):
 
 
 def test_dropout_places_are_gpt1s_three_as_hugging_face_and_the_reference_model_have_them(lesson):
-    """The page attributes the three places and the rate of 0.1 to GPT-1's paper and Hugging Face's
-    GPT2Config (OpenAI's GPT-2 code has no dropout): the defaults are read from the library, and the
-    reference model has one dropout module on the embeddings and two in each block."""
+    """The page credits the 2017 paper with dropout on the sub-layer outputs and the embeddings at 0.1,
+    GPT-1's paper with the third place (attention), and reads Hugging Face's GPT2Config defaults from the
+    library (OpenAI's GPT-2 code has no dropout); the reference model has one dropout module on the
+    embeddings and two in each block."""
     values = glued_text(lesson)
     assert glued_value(values["hf_dropout_rates"]) == "embd_pdrop = 0.1, attn_pdrop = 0.1, resid_pdrop = 0.1"
     assert glued_value(values["dropout_modules"]) == [
@@ -61,3 +62,22 @@ def test_dropout_places_are_gpt1s_three_as_hugging_face_and_the_reference_model_
     source = " ".join((COURSE.root / "book" / "04-block.md").read_text().split())
     assert "GPT-2 applies it in three places" not in source
     assert "{footcite:p}`radford2018improving`" in source and "{footcite:p}`openai2019gpt2code`" in source
+    section = source[source.index("## Dropout: where, and when it is off"):source.index("## A picture")]
+    assert "{footcite:p}`vaswani2017attention`" in section and "Where it goes in a GPT comes from GPT-1" not in section
+
+
+def test_updates_keep_their_size_while_the_norms_increments_shrink(lesson):
+    """The caption: each block's update ||h_l - h_(l-1)|| has about the same size at every depth, while
+    the norm's increments shrink (first against last), because the updates are nearly orthogonal to the
+    stream, as random directions are, and the squared norms add up (the dashed line's prediction)."""
+    values = glued_text(lesson)
+    low, high = (float(v) for v in glued_value(values["update_norm_range"]).split(" to "))
+    assert 0.1 < low <= high < 0.5 and high / low < 1.6
+    first_step = float(glued_value(values["stream_norm_first_step"]))
+    last_step = float(glued_value(values["stream_norm_last_step"]))
+    assert first_step > 3 * last_step and first_step < low      # each increment is below an update's size
+    width = glued_value(values["deep_width"])
+    assert glued_value(values["random_abs_cos"]) == f"{(2 / (3.141592653589793 * width)) ** 0.5:.2f}"
+    assert float(glued_value(values["update_stream_abs_cos"])) < 0.2
+    last = float(glued_value(values["stream_norm_last"]))
+    assert float(glued_value(values["stream_norm_pythagoras"])) == pytest.approx(last, rel=0.15)

@@ -138,3 +138,13 @@ def test_cache_section_comes_after_generation_and_its_quiz_question_moved_with_i
                  for name in ("03-attention.json", "05-gpt.json")}
     assert any("key/value cache" in q for q in questions["05-gpt.json"])
     assert not any("key/value cache" in q for q in questions["03-attention.json"])
+
+
+@pytest.mark.quick
+def test_cache_section_says_gpt2s_released_code_already_caches_keys_and_values():
+    """Issue 53: OpenAI's src/model.py passes `past` into attn, which returns `present = tf.stack([k, v],
+    axis=1)` and concatenates `past` in front; the lesson says so where it presents the cache."""
+    source = " ".join((COURSE.root / "book" / "05-gpt.md").read_text().split())
+    section = source[source.index("## Faster generation: a key/value cache"):source.index("```{figure} _static/diagrams/kv-cache.svg")]
+    assert "present = tf.stack([k, v], axis=1)" in section and "`past`" in section
+    assert "{footcite:p}`openai2019gpt2code`" in section
