@@ -1,0 +1,229 @@
+"""The checker's side: the student's names as proxies that send values and get values back.
+
+A check (a test cell of the master, visible and hidden parts alike) runs in the checker, a process that never runs
+a line of the student's code. Each name the check uses that the notebook defines is looked up once through the
+bridge (bridge.py, in the student's kernel): a plain value (a number, a string, a tensor, a container of these)
+is copied in; a function, a class or another object stays in the kernel and is reached through a
+`StudentObject`, whose calls send their arguments as values and whose attributes come back as values or as
+further `StudentObject`s.
+
+What comes back is rebuilt from bytes by a strict reader (values.py): a tensor is always a new, plain
+`torch.Tensor` (never a subclass, so nothing of the student's can answer `allclose` or `.item()`), numbers
+are numbers, and an object of any other type is an `Opaque` value that only says its type's name. An exception
+the student's code raised comes back as its type's name and message and is raised again here as the nearest
+built-in exception, so `except ValueError` in a check behaves as it would in the kernel.
+
+Three things a check may rely on keep working across the boundary:
+
+- **in-place changes**: the bridge reports each tensor argument whose bytes the call changed; the checker writes
+  the new bytes into its own tensor, so "x is unchanged" checks see what the student's code did;
+- **identity**: a function that returns one of its own arguments returns the checker's object (`result is x`);
+- **autograd**: when grad mode is on and the result needs a gradient in the kernel, the result is attached to the
+  checker's graph by `StudentCall` (a torch.autograd.Function): its backward sends the output gradients to the
+  kernel, which runs autograd there (accumulating into the student's parameters' .grad, as in the kernel) and
+  returns the gradients of the inputs.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import torch
+
+from autograder.checker import values
+from autograder.checker.bridge import tensors_in
+from autograder.checker.values import ArgumentRef, Handle, Opaque
+
+MOST_REPLY_BYTES = 64 * 2**20
+
+
+class Connection:
+    """Requests to one bridge. `send(request bytes) -> reply bytes` is the transport (the grader's kernel client,
+    or a bridge in this process in the unit tests)."""
+
+    def __init__(self, send):
+        self.send = send
+
+    def request(self, **message) -> dict:
+        reply = values.unpack(self.send(values.pack(message, self.handle_of)), MOST_REPLY_BYTES)
+        if not isinstance(reply, dict):
+            raise values.Refused("the bridge's reply is not one")
+        if "raised" in reply:
+            raise student_exception(reply["raised"])
+        return reply
+
+    @staticmethod
+    def handle_of(value):
+        if isinstance(value, StudentObject):
+            return object.__getattribute__(value, "_handle")
+        raise TypeError(f"a {type(value).__name__} of the checker's cannot be sent to the student's code")
+
+    def wrap(self, value):
+        """A reply's value, with handles made into StudentObjects."""
+        if isinstance(value, Handle):
+            return StudentObject(self, value)
+        if type(value) is list:
+            return [self.wrap(item) for item in value]
+        if type(value) is tuple:
+            return tuple(self.wrap(item) for item in value)
+        if type(value) is dict:
+            return {key: self.wrap(item) for key, item in value.items()}
+        return value
+
+    def names(self, names: list[str]) -> dict:
+        """The notebook's names among `names`, as the checker holds them (missing ones and modules left out)."""
+        found = self.request(op="lookup", names=sorted(names))["names"]
+        held = {}
+        for name, (kind, value) in found.items():
+            if kind in ("value", "class"):
+                held[name] = self.wrap(value)
+        return held
+
+
+def student_exception(described) -> BaseException:
+    """The student's exception, raised here as its nearest built-in type with its own name and message."""
+    if not isinstance(described, dict):
+        return RuntimeError("the student's code raised an exception that cannot be described")
+    name = str(described.get("type", "Exception"))[:200]
+    message = str(described.get("message", ""))
+    base = Exception
+    for candidate in described.get("bases", []) if isinstance(described.get("bases"), list) else []:
+        kind = getattr(builtins, str(candidate), None)
+        if isinstance(kind, type) and issubclass(kind, Exception):
+            base = kind
+            break
+    if getattr(builtins, name, None) is base:
+        return base(message)
+    return type(name if name.isidentifier() else "StudentError", (base,), {"__module__": "builtins"})(message)
+
+
+class StudentObject:
+    """An object that stays in the student's kernel: a function, a class, an instance. Calling it sends the
+    arguments as values; reading an attribute brings back a value or another StudentObject."""
+
+    __slots__ = ("_connection", "_handle")
+
+    def __init__(self, connection: Connection, handle: Handle):
+        object.__setattr__(self, "_connection", connection)
+        object.__setattr__(self, "_handle", handle)
+
+    def __repr__(self) -> str:
+        return f"<{object.__getattribute__(self, '_handle').type_name} of the student's>"
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        connection = object.__getattribute__(self, "_connection")
+        handle = object.__getattribute__(self, "_handle")
+        return connection.wrap(connection.request(op="getattr", target=handle.number, name=name)["value"])
+
+    def __setattr__(self, name: str, value) -> None:
+        connection = object.__getattribute__(self, "_connection")
+        connection.request(op="setattr", target=object.__getattribute__(self, "_handle").number, name=name,
+                           value=value)
+
+    def __call__(self, *args, **kwargs):
+        return call(object.__getattribute__(self, "_connection"), object.__getattribute__(self, "_handle"),
+                    args, kwargs)
+
+
+def call(connection: Connection, handle: Handle, args: tuple, kwargs: dict):
+    grad = torch.is_grad_enabled()
+    reply = connection.request(op="call", target=handle.number, args=args, kwargs=kwargs, grad=grad)
+    arguments = (args, kwargs)
+    own = dict(tensors_in(arguments))
+    for key, new in (reply.get("changed") or {}).items():
+        path = tuple(int(step) if step.isdigit() else step for step in key.split("/"))
+        target = own.get(path)
+        if isinstance(target, torch.Tensor) and isinstance(new, torch.Tensor):
+            with torch.no_grad():
+                if target.shape == new.shape and target.dtype == new.dtype:
+                    target.copy_(new)
+                else:                                   # resized or retyped in place: the new value stands
+                    target.data = new
+    result = connection.wrap(reply.get("result"))
+    result = with_arguments(result, arguments)
+    if grad and "graph" in reply:
+        result = attach(connection, reply["graph"], result, [tensor for _, tensor in tensors_in(arguments)
+                                                             if tensor.requires_grad])
+    else:
+        result = detached(result)
+    return result
+
+
+def with_arguments(result, arguments):
+    """ArgumentRefs in the result replaced by the checker's own argument objects."""
+    if isinstance(result, ArgumentRef):
+        value = arguments
+        try:
+            for step in result.path:
+                value = value[step]
+        except (KeyError, IndexError, TypeError):
+            raise values.Refused("the student's result refers to an argument that does not exist") from None
+        return value
+    if type(result) is list:
+        return [with_arguments(item, arguments) for item in result]
+    if type(result) is tuple:
+        return tuple(with_arguments(item, arguments) for item in result)
+    if type(result) is dict:
+        return {key: with_arguments(item, arguments) for key, item in result.items()}
+    return result
+
+
+def detached(result):
+    """Tensors of a call made without a graph, as the kernel would give them under no_grad (no gradient)."""
+    return rebuild(result, [tensor.detach() if tensor.requires_grad else tensor
+                            for _, tensor in tensors_in(result)])
+
+
+def rebuild(tree, tensors: list, counter=None):
+    """`tree` with its tensors replaced, in tensors_in's order, by `tensors`."""
+    counter = counter if counter is not None else [0]
+    if isinstance(tree, torch.Tensor):
+        counter[0] += 1
+        return tensors[counter[0] - 1]
+    if type(tree) is list:
+        return [rebuild(item, tensors, counter) for item in tree]
+    if type(tree) is tuple:
+        return tuple(rebuild(item, tensors, counter) for item in tree)
+    if type(tree) is dict:
+        return {key: rebuild(item, tensors, counter) for key, item in tree.items()}
+    return tree
+
+
+def attach(connection: Connection, graph: int, result, inputs: list[torch.Tensor]):
+    """The result's tensors joined to the checker's autograd graph: gradients flow back through the kernel."""
+    outputs = [tensor for _, tensor in tensors_in(result)]
+    differentiable = [tensor.requires_grad for tensor in outputs]
+    anchors = inputs or [torch.zeros((), requires_grad=True)]   # a leaf, so the outputs need a gradient
+    joined = StudentCall.apply((connection, graph, len(inputs), differentiable), *anchors,
+                               *[tensor.detach() for tensor in outputs])
+    return rebuild(result, list(joined))
+
+
+class StudentCall(torch.autograd.Function):
+    """Outputs computed in the student's kernel, whose backward runs there."""
+
+    @staticmethod
+    def forward(ctx, info, *tensors):
+        connection, graph, count, differentiable = info
+        ctx.info = info
+        ctx.anchors = len(tensors) - len(differentiable)
+        outputs = [tensor.clone() for tensor in tensors[ctx.anchors:]]
+        ctx.mark_non_differentiable(*[output for output, needed in zip(outputs, differentiable) if not needed])
+        return tuple(outputs)
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        connection, graph, count, differentiable = ctx.info
+        grads = [grad if needed else None for grad, needed in zip(grad_outputs, differentiable)]
+        reply = connection.request(op="backward", graph=graph, grads=grads)
+        returned = list(reply.get("grads") or [])
+        input_grads = []
+        for index in range(ctx.anchors):
+            grad = returned[index] if index < count and index < len(returned) else None
+            input_grads.append(grad if isinstance(grad, torch.Tensor) else None)
+        return (None, *input_grads, *[None] * (len(ctx.info[3])))
+
+
+__all__ = ["Connection", "StudentObject", "Opaque", "student_exception"]

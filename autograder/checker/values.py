@@ -1,0 +1,275 @@
+"""What crosses between the checker and the student's kernel: plain values, packed as bytes, never objects.
+
+A message is a tree of None, booleans, integers, floats, strings, tuples, lists, dicts with string keys and
+`torch.Tensor`s, plus two markers the two sides agree on: a *handle* (an object that stays in the student's
+kernel, named by a number) and an *opaque* value (anything else the student's code returned, known to the
+checker only by its type's name and a short text). It is packed as one JSON header followed by the tensors'
+raw bytes:
+
+    [4 bytes: header length][header: JSON][buffer 0][buffer 1]...
+
+A tensor travels as its dtype, shape and bytes (never a subclass, a view or shared storage: it is rebuilt
+from the bytes on the other side as a new, plain tensor). The reader is strict, since the student's side
+writes whatever it likes: the header's size and its objects and arrays are counted before it is parsed
+(bounded.check_structure), every node must be one of the shapes above, dtypes come from an allow-list,
+shapes are small lists of small integers and each buffer is exactly as long as its tensor needs.
+
+This module imports only the standard library, PyTorch and bounded.py: the bridge loads it in the student's
+kernel, the checker in its own process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+
+import torch
+
+# dtype names both sides may use, and nothing else (torch.dtype objects are not sent: their names are).
+DTYPES = {str(dtype).removeprefix("torch."): dtype for dtype in (
+    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
+    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool)}
+ELEMENT_BYTES = {name: torch.empty((), dtype=dtype).element_size() for name, dtype in DTYPES.items()}
+MOST_DIMENSIONS = 8
+MOST_STRING = 100_000          # characters of one string (an error message, a name)
+MOST_INTEGER = 2**63
+
+
+class Refused(Exception):
+    """A message that is not one: its reader says why."""
+
+
+class Handle:
+    """An object that stays in the student's kernel: its number there and its type's name."""
+
+    __slots__ = ("number", "type_name")
+
+    def __init__(self, number: int, type_name: str):
+        self.number, self.type_name = number, type_name
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name} in the student's kernel #{self.number}>"
+
+
+class Opaque:
+    """A value of a type that does not cross (a NumPy array, a generator, an object of the student's class that
+    is not a module): its type's name and a short text. The checker's messages name the type, as a check run in
+    the kernel would."""
+
+    __slots__ = ("type_name", "text")
+
+    def __init__(self, type_name: str, text: str):
+        self.type_name, self.text = type_name, text
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name}: {self.text}>"
+
+
+class ArgumentRef:
+    """The student's function returned (or put into its result) one of its own arguments: the checker answers
+    with its own object, so that `result is x` holds on both sides alike."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: tuple):
+        self.path = path
+
+
+# --- writing ------------------------------------------------------------------------------------------
+
+def tensor_bytes(tensor: torch.Tensor) -> bytes:
+    """A tensor's elements as bytes, row-major, on the CPU."""
+    flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+    if flat.numel() == 0:
+        return b""
+    return flat.view(torch.uint8).numpy().tobytes()
+
+
+def pack(tree, encode_other=None) -> bytes:
+    """`tree` as one message. `encode_other(value)` returns the node for a value of no known shape (the bridge
+    makes handles and opaque values there); without it such a value is an error."""
+    buffers: list[bytes] = []
+
+    def node(value, depth: int = 0):
+        if depth > 32:
+            raise ValueError("the value nests deeper than 32 levels")
+        if value is None or isinstance(value, (bool, str)):
+            return value
+        if isinstance(value, int):
+            if abs(value) >= MOST_INTEGER:
+                return {"$int": str(value)[:100]}
+            return value
+        if isinstance(value, float):
+            return value if math.isfinite(value) else {"$float": repr(value)}
+        if isinstance(value, torch.Tensor):
+            dtype = str(value.dtype).removeprefix("torch.")
+            if dtype not in DTYPES:
+                return {"$opaque": [f"Tensor of {dtype}", ""]}
+            buffers.append(tensor_bytes(value))
+            described = [dtype, list(value.shape), len(buffers) - 1, bool(value.requires_grad)]
+            grad = value.grad if value.requires_grad and value.is_leaf else None
+            if isinstance(grad, torch.Tensor) and grad.shape == value.shape and grad.dtype == value.dtype:
+                buffers.append(tensor_bytes(grad))      # a parameter's gradient travels with it
+                described.append(len(buffers) - 1)
+            return {"$tensor": described}
+        if isinstance(value, torch.Size):
+            return {"$size": [int(n) for n in value]}
+        if isinstance(value, torch.dtype):
+            return {"$dtype": str(value).removeprefix("torch.")}
+        if isinstance(value, Handle):
+            return {"$handle": [value.number, value.type_name]}
+        if isinstance(value, Opaque):
+            return {"$opaque": [value.type_name, value.text]}
+        if isinstance(value, ArgumentRef):
+            return {"$argument": list(value.path)}
+        if isinstance(value, (tuple, list)):         # a named tuple, PyTorch's return types: their items
+            items = [node(item, depth + 1) for item in value]
+            return items if isinstance(value, list) else {"$tuple": items}
+        if isinstance(value, dict) and all(type(key) is str for key in value):    # an OrderedDict too
+            return {"$dict": {key: node(item, depth + 1) for key, item in value.items()}}
+        if encode_other is not None:
+            return node(encode_other(value), depth + 1)
+        raise TypeError(f"a {type(value).__name__} cannot be sent")
+
+    header = json.dumps(node(tree), separators=(",", ":"), allow_nan=False).encode()
+    return b"".join([struct.pack("<I", len(header)), header, *buffers])
+
+
+# --- reading ------------------------------------------------------------------------------------------
+
+def unpack(data: bytes, most_bytes: int, most_nodes: int = 20_000):
+    """A message back into values, refusing anything that is not one (Refused says why)."""
+    from autograder import bounded
+
+    if not isinstance(data, (bytes, bytearray)) or len(data) > most_bytes:
+        raise Refused("the message is too large" if isinstance(data, (bytes, bytearray)) else "not a message")
+    if len(data) < 4:
+        raise Refused("the message is cut short")
+    (length,) = struct.unpack_from("<I", data)
+    if length > len(data) - 4:
+        raise Refused("the message's header is cut short")
+    header = bytes(data[4:4 + length])
+    try:
+        bounded.check_structure(header, most=most_nodes, deepest=40)
+        tree = json.loads(header)
+    except (bounded.Refused, ValueError, RecursionError) as error:
+        raise Refused(f"the message's header cannot be read ({error})") from None
+    body = memoryview(data)[4 + length:]
+    offsets, position = [], 0
+    tensors: list[tuple] = []
+    buffers = [0]             # buffers described so far: they must come in order, one each (two with a gradient)
+    count = [0]
+
+    def value(node):
+        count[0] += 1
+        if count[0] > most_nodes:
+            raise Refused("the message holds too many values")
+        if node is None or isinstance(node, bool):
+            return node
+        if isinstance(node, int):
+            if abs(node) >= MOST_INTEGER:
+                raise Refused("an integer is out of range")
+            return node
+        if isinstance(node, float):
+            return node
+        if isinstance(node, str):
+            if len(node) > MOST_STRING:
+                raise Refused("a string is too long")
+            return node
+        if isinstance(node, list):
+            return [value(item) for item in node]
+        if not isinstance(node, dict) or len(node) != 1:
+            raise Refused("a value of no known shape")
+        (kind, content), = node.items()
+        if kind == "$tuple" and isinstance(content, list):
+            return tuple(value(item) for item in content)
+        if kind == "$dict" and isinstance(content, dict):
+            return {key: value(item) for key, item in content.items()}
+        if kind == "$float" and content in ("nan", "inf", "-inf"):
+            return float(content)
+        if kind == "$int" and isinstance(content, str) and content.lstrip("-").isdigit():
+            return int(content)
+        if kind == "$size" and small_ints(content):
+            return torch.Size(content)
+        if kind == "$dtype" and content in DTYPES:
+            return DTYPES[content]
+        if kind == "$handle" and isinstance(content, list) and len(content) == 2 and type(content[0]) is int \
+                and isinstance(content[1], str) and len(content[1]) <= 200:
+            return Handle(content[0], content[1])
+        if kind == "$opaque" and isinstance(content, list) and len(content) == 2 \
+                and all(isinstance(part, str) and len(part) <= 1000 for part in content):
+            return Opaque(content[0], content[1])
+        if kind == "$argument" and isinstance(content, list) and len(content) <= 40 \
+                and all(type(step) in (int, str) for step in content):
+            return ArgumentRef(tuple(content))
+        if kind == "$tensor" and isinstance(content, list) and len(content) in (4, 5):
+            dtype, shape, index, requires_grad = content[:4]
+            if dtype not in DTYPES or not small_ints(shape) or type(index) is not int or index != buffers[0] \
+                    or not isinstance(requires_grad, bool):
+                raise Refused("a tensor's description is not one")
+            buffers[0] += 1
+            with_grad = len(content) == 5
+            if with_grad:
+                if content[4] != buffers[0] or not requires_grad or not (DTYPES[dtype].is_floating_point
+                                                                          or DTYPES[dtype].is_complex):
+                    raise Refused("a tensor's gradient is not described as one")
+                buffers[0] += 1
+            tensors.append((dtype, tuple(shape), requires_grad, with_grad))
+            return placeholder_marker(len(tensors) - 1)
+        raise Refused(f"a value of no known shape ({str(kind)[:40]})")
+
+    tree = value(tree)
+    # The buffers follow the header in order, each exactly as long as its tensor needs.
+    built = []
+
+    def read(dtype_name: str, shape: tuple) -> torch.Tensor:
+        nonlocal position
+        dtype = DTYPES[dtype_name]
+        size = math.prod(shape) * ELEMENT_BYTES[dtype_name]
+        if position + size > len(body):
+            raise Refused("a tensor's bytes are cut short")
+        chunk = body[position:position + size]
+        position += size
+        if size == 0:
+            return torch.empty(shape, dtype=dtype)
+        return torch.frombuffer(bytearray(chunk), dtype=torch.uint8).view(dtype).reshape(shape)
+
+    for dtype_name, shape, requires_grad, with_grad in tensors:
+        tensor = read(dtype_name, shape)
+        if requires_grad and (tensor.dtype.is_floating_point or tensor.dtype.is_complex):
+            tensor.requires_grad_(True)
+        if with_grad:
+            tensor.grad = read(dtype_name, shape)
+        built.append(tensor)
+    if position != len(body):
+        raise Refused("the message has bytes no tensor claims")
+    return replace_placeholders(tree, built)
+
+
+def small_ints(shape) -> bool:
+    return (isinstance(shape, list) and len(shape) <= MOST_DIMENSIONS
+            and all(type(n) is int and 0 <= n < 2**31 for n in shape) and math.prod(shape) < 2**31)
+
+
+class _Placeholder:
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+
+def placeholder_marker(index: int) -> _Placeholder:
+    return _Placeholder(index)
+
+
+def replace_placeholders(tree, built: list):
+    if isinstance(tree, _Placeholder):
+        return built[tree.index]
+    if type(tree) is list:
+        return [replace_placeholders(item, built) for item in tree]
+    if type(tree) is tuple:
+        return tuple(replace_placeholders(item, built) for item in tree)
+    if type(tree) is dict:
+        return {key: replace_placeholders(item, built) for key, item in tree.items()}
+    return tree

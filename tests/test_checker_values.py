@@ -1,0 +1,177 @@
+"""The checker's values (autograder/checker/): what crosses between the student's kernel and the checker is
+plain data, rebuilt by a strict reader, whatever the student's side sends; and the student's functions,
+classes and objects, reached through the bridge, behave in a check as they would in the kernel (values,
+in-place changes, identity, exceptions, autograd through their code and into their parameters).
+
+Here the bridge serves a namespace in this process, so that the semantics are tested quickly; the attacks
+that need the student's side to be a real kernel are graded through the grader in tests/test_checker_grading.py."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+import torch
+
+from autograder.checker import values
+from autograder.checker.bridge import Bridge
+from autograder.checker.remote import Connection, StudentObject
+
+pytestmark = pytest.mark.quick
+
+
+def notebook(code: str) -> Connection:
+    """A student's notebook, its names served by a bridge; the checker's connection to it."""
+    namespace: dict = {}
+    exec(compile(code, "<student>", "exec"), namespace)
+    return Connection(Bridge(namespace).serve)
+
+
+LAYERNORM = '''
+import torch
+def layernorm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return gamma * (x - mean) / torch.sqrt(var + eps) + beta
+'''
+
+
+def test_every_value_shape_crosses_and_comes_back_equal():
+    tree = {"a": (1, -2.5, float("nan"), float("inf"), None, True, "text", 2**70),
+            "b": [torch.arange(6, dtype=torch.float64).reshape(2, 3), torch.zeros(0, 4), torch.tensor(3),
+                  torch.tensor([True, False]), torch.ones(2, dtype=torch.bfloat16), torch.Size([2, 3]), torch.int64]}
+    back = values.unpack(values.pack(tree), 2**20)
+    assert back["a"][:2] == (1, -2.5) and back["a"][2] != back["a"][2] and back["a"][3:] == (float("inf"), None, True,
+                                                                                           "text", 2**70)
+    for sent, got in zip(tree["b"][:5], back["b"][:5]):
+        assert type(got) is torch.Tensor and got.dtype == sent.dtype and torch.equal(got, sent)
+    assert back["b"][5] == torch.Size([2, 3]) and back["b"][6] is torch.int64
+
+
+@pytest.mark.parametrize("damage", ["huge header", "deep header", "unknown dtype", "short buffer", "extra bytes",
+                                    "bad shape", "unknown marker", "not json"])
+def test_a_damaged_message_is_refused_never_half_read(damage):
+    good = values.pack({"x": torch.ones(3)})
+    (length,) = struct.unpack_from("<I", good)
+    header = json.loads(good[4:4 + length])
+    body = good[4 + length:]
+    if damage == "huge header":
+        header = {"$tuple": [[{"$dict": {}}] * 30_000]}
+    elif damage == "deep header":
+        header = json.loads("[" * 60 + "]" * 60)
+    elif damage == "unknown dtype":
+        header["$dict"]["x"]["$tensor"][0] = "object"
+    elif damage == "short buffer":
+        body = body[:-1]
+    elif damage == "extra bytes":
+        body = body + b"\0"
+    elif damage == "bad shape":
+        header["$dict"]["x"]["$tensor"][1] = [2**40]
+    elif damage == "unknown marker":
+        header = {"$eval": "__import__('os')"}
+    encoded = json.dumps(header).encode() if damage != "not json" else b"{nope"
+    with pytest.raises(values.Refused):
+        values.unpack(struct.pack("<I", len(encoded)) + encoded + body, 2**20)
+
+
+def test_a_student_function_is_called_with_values_and_gives_plain_tensors():
+    student = notebook(LAYERNORM)
+    layernorm = student.names(["layernorm", "not_defined", "torch"])
+    assert set(layernorm) == {"layernorm"}
+    x = torch.randn(4, 6)
+    got = layernorm["layernorm"](x, torch.ones(6), torch.zeros(6))
+    assert type(got) is torch.Tensor and torch.allclose(got, torch.nn.functional.layer_norm(x, (6,)), atol=1e-5)
+
+
+def test_a_tensor_subclass_that_answers_comparisons_arrives_as_its_plain_values():
+    """The student's zeros dressed as a subclass whose __torch_function__ says allclose is True: what crosses is
+    the zeros' bytes, and the checker's allclose is the checker's."""
+    student = notebook('''
+import torch
+class Liar(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.allclose, torch.equal, torch.Tensor.allclose):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+def layernorm(x, gamma, beta, eps=1e-5):
+    return torch.zeros_like(x).as_subclass(Liar)
+''')
+    got = student.names(["layernorm"])["layernorm"](torch.randn(3, 5), torch.ones(5), torch.zeros(5))
+    assert type(got) is torch.Tensor and not torch.allclose(got, torch.ones(3, 5)) and got.abs().sum().item() == 0
+
+
+def test_in_place_changes_and_returned_arguments_are_seen_by_the_check():
+    student = notebook('''
+def center(x):
+    x -= x.mean(-1, keepdim=True)
+    return x
+def untouched(x):
+    return x * 2
+''')
+    functions = student.names(["center", "untouched"])
+    x = torch.arange(6.0).reshape(2, 3)
+    kept = x.clone()
+    assert functions["untouched"](x) is not x and torch.equal(x, kept)
+    result = functions["center"](x)
+    assert result is x and not torch.equal(x, kept) and torch.allclose(x.mean(-1), torch.zeros(2))
+
+
+def test_the_students_exceptions_are_raised_again_as_their_built_in_kind():
+    student = notebook('''
+class ShapeError(ValueError):
+    pass
+def stub(x):
+    raise NotImplementedError()
+def strict(x):
+    raise ShapeError("x must be 2-d")
+''')
+    functions = student.names(["stub", "strict"])
+    with pytest.raises(NotImplementedError):
+        functions["stub"](1)
+    with pytest.raises(ValueError, match="x must be 2-d") as raised:
+        functions["strict"](torch.ones(2))
+    assert type(raised.value).__name__ == "ShapeError"
+
+
+def test_gradients_flow_back_through_the_students_function():
+    layernorm = notebook(LAYERNORM).names(["layernorm"])["layernorm"]
+    x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    gamma = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    upstream = torch.randn(3, 5, dtype=torch.float64)
+    (layernorm(x, gamma, torch.zeros(5, dtype=torch.float64)) * upstream).sum().backward()
+    mine_x, mine_gamma = x.detach().clone().requires_grad_(True), gamma.detach().clone().requires_grad_(True)
+    (torch.nn.functional.layer_norm(mine_x, (5,), mine_gamma) * upstream).sum().backward()
+    assert torch.allclose(x.grad, mine_x.grad) and torch.allclose(gamma.grad, mine_gamma.grad)
+    with torch.no_grad():
+        assert not layernorm(x, gamma, torch.zeros(5, dtype=torch.float64)).requires_grad
+
+
+def test_a_students_module_stays_in_the_kernel_and_trains_there():
+    student = notebook('''
+import torch
+from torch import nn
+class Tiny(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.up = nn.Linear(width, 2 * width)
+        self.down = nn.Linear(2 * width, width)
+    def forward(self, x):
+        return x + self.down(torch.relu(self.up(x)))
+''')
+    Tiny = student.names(["Tiny"])["Tiny"]
+    torch.manual_seed(0)
+    model = Tiny(4)
+    assert isinstance(model, StudentObject)
+    parameters = list(model.parameters())
+    assert [tuple(p.shape) for p in parameters] == [(8, 4), (8,), (4, 8), (4,)]
+    assert sum(p.numel() for p in parameters) == 76
+    assert set(model.state_dict()) == {"up.weight", "up.bias", "down.weight", "down.bias"}
+    x = torch.randn(2, 4)
+    model(x).pow(2).sum().backward()                  # no checker tensor needs a gradient: the kernel's do
+    grad = model.up.weight.grad
+    assert type(grad) is torch.Tensor and grad.shape == (8, 4) and grad.abs().sum() > 0
+    assert model.training is True
+    model.eval()
+    assert model.training is False
