@@ -167,3 +167,93 @@ def test_torch_compile_paragraph_claims_no_cost_the_page_does_not_measure():
     paragraph = source[source.index("**`torch.compile`** saves time."):source.index("## Check your understanding")]
     assert "would cost more than it saves" not in paragraph
     assert not re.search(r"\d", paragraph.replace("{footcite:p}`ansel2024pytorch`", "")), paragraph
+
+
+def adam_by_hand(gradient_of, theta, steps, lr, beta1=0.9, beta2=0.999, eps=1e-8):
+    """Adam's update in plain Python floats, from Kingma and Ba's formulas: the test's own reference."""
+    m = v = 0.0
+    trace = []
+    for t in range(1, steps + 1):
+        g = gradient_of(theta)
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g * g
+        m_hat, v_hat = m / (1 - beta1 ** t), v / (1 - beta2 ** t)
+        theta = theta - lr * m_hat / (math.sqrt(v_hat) + eps)
+        trace.append({"m": m, "v": v, "m_hat": m_hat, "v_hat": v_hat, "theta": theta})
+    return trace
+
+
+def test_adam_worked_example_is_the_hand_calculation(values):
+    """L = theta^2 / 2 from theta = 1 at lr 0.1: theta 0.9, then 0.800412 (m 0.18, v 0.001809)."""
+    trace = adam_by_hand(lambda theta: theta, 1.0, 2, lr=0.1)
+    assert values["hand_theta1"] == "0.900000" == f"{trace[0]['theta']:.6f}"
+    assert values["hand_m2"] == "0.180000" and values["hand_v2"] == "0.001809"
+    assert values["hand_m_hat2"] == f"{0.18 / 0.19:.5f}" == "0.94737"
+    assert values["hand_v_hat2"] == f"{0.001809 / 0.001999:.5f}" == "0.90495"
+    assert values["hand_theta2"] == f"{trace[1]['theta']:.6f}" == "0.800412"
+    assert values["hand_torch_diff"] < 1e-12               # torch.optim.AdamW on the same two steps
+
+
+def test_adamw_from_scratch_agrees_with_torch_to_float_precision(values):
+    assert values["adamw_check_steps"] >= 5
+    assert values["adamw_max_diff"] < 1e-6
+    # The per-parameter step size: gradients 100,000-fold apart, steps of the same size in units of lr.
+    ratios = values["adamw_ratios"]
+    assert len(ratios) == 3 and max(ratios) < 2 * min(ratios) and max(ratios) <= 1.5
+    assert values["adamw_ratio_low"] == f"{min(ratios):.2f}" and values["adamw_ratio_high"] == f"{max(ratios):.2f}"
+
+
+def test_step_size_cases_against_kingma_and_bas_bounds(values):
+    """Steady gradient: exactly lr. One gradient after zeros: just under (1 - b1)/sqrt(1 - b2) = 3.16 lr,
+    the paper's sparse case. A gradient growing 10% a step: past that bound (the prose says so)."""
+    steady, spike, growing = values["bound_values"]
+    paper = 0.1 / math.sqrt(0.001)
+    assert values["bound_paper"] == f"{paper:.2f}" == "3.16"
+    assert steady == pytest.approx(1.0, abs=1e-4)
+    t = values["bound_steps"]
+    assert spike == pytest.approx(paper * math.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t), abs=1e-3)
+    assert spike < paper
+    assert growing > paper + 1                               # "goes past that bound", several times lr
+
+
+def test_forgetting_bias_correction_makes_early_steps_too_large(values):
+    uncorrected = values["no_correction_values"]
+    assert uncorrected[1] == pytest.approx(math.sqrt(10), abs=1e-3)      # (1 - b1) / sqrt(1 - b2)
+    assert uncorrected[10] > max(uncorrected[1], uncorrected[100]) and uncorrected[100] > 3   # "still" at 100
+    assert 1 < uncorrected[1000] < uncorrected[100]
+    assert values["no_correction_10"] == f"{uncorrected[10]:.2f}"
+    assert values["v_only_correction_1"] == "0.1"                        # m uncorrected: a tenth of lr
+
+
+def test_adams_l2_weight_decay_is_not_adamws(values):
+    """Adam's weight_decay (an L2 term in the gradient) decays the small-gradient weight far more than the
+    large-gradient one; AdamW's decays both alike."""
+    adam_small, adam_large = values["decay_effect"]["Adam"]
+    adamw_small, adamw_large = values["decay_effect"]["AdamW"]
+    assert adam_small > 10 * adam_large
+    assert adamw_small == pytest.approx(adamw_large, rel=1e-4)
+    assert adamw_small == pytest.approx(1 - (1 - 0.01 * 0.1) ** values["decay_steps"], rel=0.05)
+
+
+@pytest.mark.quick
+def test_adam_section_is_labelled_and_comes_before_the_first_optimizer():
+    """Lesson 10 refers to `(adam-update)=`: the label sits directly above the section's heading, and the
+    section comes before the lesson first builds an optimizer."""
+    lines = LESSON.read_text().splitlines()
+    label = lines.index("(adam-update)=")
+    assert lines[label + 1].startswith("## "), lines[label + 1]
+    source = LESSON.read_text()
+    first_use = min(source.index(name) for name in ("torch.optim.Adam(", "torch.optim.AdamW(") if name in source)
+    assert source.index("(adam-update)=") < first_use
+    assert "{ref}`adam-update`" in source[source.index("## Training"):]
+
+
+@pytest.mark.quick
+def test_quiz_asks_about_bias_correction_and_adamw():
+    import json
+    quiz = json.loads((COURSE.root / "book" / "quizzes" / "07-training.json").read_text())
+    questions = [q["question"] for q in quiz]
+    assert any("bias correction" in q for q in questions)
+    assert any("AdamW" in q and "weight_decay" in q for q in questions)
+    for q in quiz:
+        assert sum(answer.get("correct", False) for answer in q["answers"]) == 1, q["question"]
