@@ -228,10 +228,14 @@ SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/et
                 "/sys/devices/system/cpu")
 
 
+# The student's side of the checker (checker/bridge.py and the values it packs), which the start-up file loads.
+BRIDGE_FILES = ("checker/values.py", "checker/bridge.py")
+
+
 def readable_paths() -> list[str]:
-    """The grading package's only files the kernel may read (read-only): the start-up file, and this file,
-    which the guard reads its watch list from."""
-    return [str(PACKAGE / STARTUP_FILE), str(PACKAGE / Path(__file__).name)]
+    """The grading package's only files the kernel may read (read-only): the start-up file, this file, which
+    the guard reads its watch list from, and the checker's bridge, which answers the checks' calls."""
+    return [str(PACKAGE / STARTUP_FILE), str(PACKAGE / Path(__file__).name), *(str(PACKAGE / f) for f in BRIDGE_FILES)]
 
 
 # Set by the class grader on its workers, which grade a copy of the course: the instructor's own course folder,

@@ -12,8 +12,11 @@ the Verdict's (verdict.py), which this executor asks the guard in the kernel for
 from __future__ import annotations
 
 import ast
+import base64
+import hashlib
 import math
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -27,6 +30,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, List, Unicode
 
 from autograder import cgroups, grading_environment, warm_kernels
+from autograder.checker import session as checker_session
 from autograder.cells import (
     add_condition, add_flag, course_directory, error_output, grade_id, is_test, nbgrader_record, notebook_flags,
     output_text,
@@ -38,6 +42,23 @@ from autograder.verdict import Verdict
 from autograder.withhold import hidden_lines
 
 HERE = Path(__file__).resolve().parent
+BASE64_REPR = re.compile(r"'[A-Za-z0-9+/=]*'")          # the bridge's reply as the kernel's repr shows it
+
+
+def hand_in_key(nb) -> bytes:
+    """What the checker's hidden inputs are drawn from: the hand-in's own code (its answers and any cell the
+    student added), so that a regrade meets the same inputs and any change of an answer meets new ones."""
+    digest = hashlib.sha256()
+    for cell in nb.cells:
+        if cell.cell_type == "code" and not is_test(cell) and not nbgrader_record(cell).get("locked"):
+            digest.update(cell.source.encode("utf-8", "surrogatepass") + b"\0")
+    return digest.digest()
+
+
+def is_given(cell) -> bool:
+    """A locked code cell of the release that is neither a test nor an answer: setup and given code."""
+    record = nbgrader_record(cell)
+    return cell.cell_type == "code" and bool(record.get("locked")) and not is_test(cell) and not record.get("solution")
 # The guard's reply: a fingerprint of its watch list (grading_environment.WATCHED) and the rules broken, 6.8 KB
 # for assignment 1's master (measured). Nine times that, and nothing larger is parsed.
 GUARD_REPLY_CHARS = 64 * 2**10
@@ -106,6 +127,9 @@ class GuardedExecute(Execute):
 
     sandbox = Bool(True, help="Run every submission in the grading sandbox (sandboxed_kernel.py); "
                    "nbgrader_config.py turns it off where COURSE_GRADING_SANDBOX=0").tag(config=True)
+    checked = List(Unicode(), default_value=[], help="Assignments whose test cells run in the checker "
+                   "(autograder/checker/): a process beside the kernel that never runs a line of the student's "
+                   "code and reaches the student's names only as values and handles").tag(config=True)
     rules = Dict(default_value={}, help="Assignment -> rules: [{'functions': [dotted names], 'message': "
                  "what the rule asks}]; a forbidden function called from the student's code fails and is "
                  "flagged").tag(config=True)
@@ -135,6 +159,8 @@ class GuardedExecute(Execute):
 
         self._grader_cells = [murmur2_x86(cell.source, get_tmp_hash_seed()) for cell in nb.cells
                               if cell.cell_type == "code" and (is_test(cell) or nbgrader_record(cell).get("locked"))]
+        self._checker = (checker_session.Session(hand_in_key(nb)) if self.sandbox and self._assignment in self.checked
+                         else None)
         for flag in notebook_flags(nb):          # recorded while sanitizing, before this stage
             add_flag(resources, flag)
         try:
@@ -144,6 +170,9 @@ class GuardedExecute(Execute):
                 raise
             # Shutting down a kernel that already died may fail; the notebook is complete regardless.
         finally:
+            if self._checker is not None:
+                self._checker.close()
+                self._checker = None
             self.release_cgroup(resources)
             if self._relay:
                 self._relay.close()
@@ -270,12 +299,17 @@ class GuardedExecute(Execute):
         try:
             if self.verdict.baseline is None:
                 self.verdict.baseline = self.ask_guard(setup=True)
-            cell, resources = super().preprocess_cell(cell, resources, index)
+            if self._checker is not None and is_test(cell):
+                self.run_check(cell)
+            else:
+                cell, resources = super().preprocess_cell(cell, resources, index)
+                if self._checker is not None and is_given(cell):
+                    self.give_checker(cell)
             self.flag_dropped_messages(resources, grade_id(cell) or "an ungraded cell", cell)
             self.verdict.withhold_quotations(cell, resources)
             self.verdict.flag_limits_and_rules(cell, resources)
             if is_test(cell):
-                self.verdict.judge(cell, resources)
+                self.verdict.judge(cell, resources, checked=self._checker is not None)
         except (DeadKernelError, CellTimeoutError, TimeoutError) as error:
             # A dead kernel, or one too broken to answer (for example after patching builtins).
             self._died_in = grade_id(cell) or f"cell {index}"
@@ -290,6 +324,53 @@ class GuardedExecute(Execute):
                 "KernelDied", f"the Python kernel {cause} while running this cell {reason}; later cells were not run"))
             return cell, resources
         return cell, resources
+
+    # --- the checker -----------------------------------------------------------------------------------
+
+    def give_checker(self, cell) -> None:
+        """A given (locked) cell runs in the checker too: the checks use what it defines, never the kernel's."""
+        try:
+            outcome = self._checker.run("given", f"given cell {grade_id(cell) or ''}", cell.source, self.bridge_call,
+                                        self.cell_timeout(cell))
+        except checker_session.CheckerTimeout:
+            outcome = {"ok": False, "ename": "CellTimeoutError", "evalue": "the given cell ran too long in the checker"}
+        if not outcome.get("ok"):
+            self.log.warning("a given cell failed in the checker: %s: %s", outcome.get("ename"), outcome.get("evalue"))
+
+    def run_check(self, cell) -> None:
+        """A test cell, run in the checker: its outputs are what the check printed and, if it failed, the check's
+        own message; the student's kernel only answered its calls."""
+        try:
+            outcome = self._checker.run("check", grade_id(cell) or "a test cell", cell.source, self.bridge_call,
+                                        self.cell_timeout(cell))
+        except checker_session.CheckerTimeout as timeout:
+            outcome = {"ok": False, "ename": "CellTimeoutError", "evalue": str(timeout), "stdout": ""}
+        outputs = []
+        printed = str(outcome.get("stdout") or "")
+        if printed:
+            outputs.append(NotebookNode(output_type="stream", name="stdout", text=printed))
+        if not outcome.get("ok"):
+            outputs.append(error_output(str(outcome.get("ename") or "Error")[:200], str(outcome.get("evalue") or "")))
+        cell.outputs = outputs
+        cell.execution_count = None
+
+    def bridge_call(self, request: bytes) -> bytes:
+        """One request of a check to the student's side (checker/bridge.py in the kernel): its reply, whatever
+        the kernel answers, as bytes for the checker's strict reader."""
+        from autograder.checker.values import pack
+
+        expression = f"__import__('sys').modules['_course_bridge'].serve_text({base64.b64encode(request).decode()!r})"
+        msg_id = self.kc.execute("", silent=True, store_history=False, user_expressions={"reply": expression})
+        reply = self.wait_for_reply(msg_id, self._cell)
+        if reply is None:                      # the call ran past the cell's time: nbclient interrupted it
+            raise checker_session.CheckerTimeout("the student's code ran past the cell's time limit")
+        result = (reply or {}).get("content", {}).get("user_expressions", {}).get("reply", {})
+        text = (result.get("data") or {}).get("text/plain") if isinstance(result, dict) else None
+        if result.get("status") == "ok" and isinstance(text, str) and BASE64_REPR.fullmatch(text):
+            return base64.b64decode(text[1:-1])
+        what = (result.get("ename") if isinstance(result, dict) else None) or "no answer"
+        return pack({"raised": {"type": "RuntimeError", "bases": ["RuntimeError"],
+                                "message": f"your notebook's kernel did not answer the check ({str(what)[:100]})"}})
 
     def flag_dropped_messages(self, resources, where: str, cell=None) -> bool:
         """Say so when the relay dropped messages over the limits: a flag, and a note in the cell."""

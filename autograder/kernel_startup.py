@@ -249,5 +249,27 @@ def _install_guard(seed_everything):
     sys.modules["_course_guard"] = guard
 
 
+def _install_bridge():
+    """The student's side of the checker (checker/bridge.py): the grader calls `_course_bridge.serve_text` to run
+    a check's call of the student's code and get values back. Loaded from its files (the grading package is not
+    importable in the sandbox); it holds no test and decides nothing."""
+    import importlib.util
+    import os
+    import sys
+    import types
+
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checker")   # noqa: F821 (set by IPython)
+    for name, file in (("_course_checker_values", "values.py"), ("_course_checker_bridge", "bridge.py")):
+        spec = importlib.util.spec_from_file_location(name, os.path.join(folder, file))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    bridge = sys.modules["_course_checker_bridge"].Bridge(get_ipython().user_ns)   # noqa: F821
+    served = types.ModuleType("_course_bridge")
+    served.serve_text = bridge.serve_text
+    sys.modules["_course_bridge"] = served
+
+
 _install_guard(_seed_everything)
-del _install_guard, _seed_everything
+_install_bridge()
+del _install_guard, _seed_everything, _install_bridge

@@ -83,6 +83,11 @@ def configure(c):
     # Seeds and the grading guard, applied in the kernel before the student's first cell (kernel_startup.py).
     c.Execute.extra_arguments = kernel_arguments()
 
+    # Assignments whose checks run in the checker (autograder/checker/): a process beside the kernel that never
+    # runs the student's code, reaching the student's names as values and handles. The others still run their
+    # test cells in the student's kernel, under the guard (issue 58: the rest follow as their checks are ported).
+    c.GuardedExecute.checked = ["01-layernorm"]
+
     # Rules an assignment states; a forbidden function called from the student's code fails every check
     # that runs that code, and the submission is flagged. (Importing the course's reference module gptcourse
     # is refused in every assignment by the sandbox itself.)

@@ -32,15 +32,19 @@ class Verdict:
         self.baseline = None
         self.tampered: list[str] = []
 
-    def judge(self, cell, resources) -> None:
+    def judge(self, cell, resources, checked: bool = False) -> None:
         """All or nothing: nbgrader reads a displayed number in a test cell as partial credit, so a
-        displayed value becomes an ordinary display; and no check counts once the guard saw a change."""
+        displayed value becomes an ordinary display; and no check counts once the guard saw a change.
+        A check run in the checker (`checked`) is decided there: what the kernel did to itself changes nothing
+        of it, so the guard is not asked; the rules it enforces are still flagged."""
         for output in cell.outputs:
             if output.output_type == "execute_result":
                 output.output_type = "display_data"
                 output.pop("execution_count", None)
                 add_flag(resources, "a test cell displayed a value, which nbgrader would have read as a partial "
                                     "score; test cells score all or nothing")
+        if checked:
+            return
         if not self.tampered:
             report = self.ask_guard()
             self.tampered = self.changes(report)

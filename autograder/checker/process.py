@@ -1,0 +1,194 @@
+"""The checker process: a warm parent that forks one child per graded notebook; the child runs the master's given
+cells and checks, and never a line of the student's code.
+
+The grader (session.py) connects to the parent's socket; the parent forks a child for the connection and the
+child answers frames until the connection closes:
+
+    grader -> child   R {"kind": "given" | "check", "name": ..., "source": ...}    run a cell here
+    child  -> grader  B <a bridge request>                                      a call into the student's kernel
+    grader -> child   b <the bridge's reply>                                    (the grader forwards both)
+    child  -> grader  D {"ok": ..., "ename": ..., "evalue": ..., "stdout": ...} the cell is done
+
+A frame is one kind byte, a 4-byte length and the payload. The child's namespace holds what the given cells
+defined; before each check, the names the check reads that the checker lacks are looked up in the student's
+notebook (remote.py): values are copied in, everything else is reached through handles. Hidden inputs are drawn
+from `_course_seed(n)`, which the grader makes from a course secret and the hand-in itself (session.py).
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import dis
+import hmac
+import io
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+
+HEADER = struct.Struct("<cI")
+MOST_FRAME = 64 * 2**20
+MOST_STDOUT = 256 * 2**10
+SEED_NAME = "_course_seed"
+
+
+def send(connection: socket.socket, kind: bytes, payload: bytes) -> None:
+    connection.sendall(HEADER.pack(kind, len(payload)) + payload)
+
+
+def receive(connection: socket.socket, most: int = MOST_FRAME) -> tuple[bytes, bytes]:
+    header = receive_exactly(connection, HEADER.size)
+    kind, length = HEADER.unpack(header)
+    if length > most:
+        raise ConnectionError(f"a frame of {length} bytes, over {most}")
+    return kind, receive_exactly(connection, length)
+
+
+def receive_exactly(connection: socket.socket, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = connection.recv(min(left, 2**20))
+        if not chunk:
+            raise ConnectionError("the other side closed the connection")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def global_names(code) -> set[str]:
+    """The global names a cell's code (and every function and class in it) reads."""
+    names, pending = set(), [code]
+    while pending:
+        current = pending.pop()
+        for instruction in dis.get_instructions(current):
+            if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME") and isinstance(instruction.argval, str):
+                names.add(instruction.argval)
+        pending.extend(constant for constant in current.co_consts if hasattr(constant, "co_code"))
+    return names
+
+
+class BoundedText(io.TextIOBase):
+    """What a cell prints, kept up to a limit (the rest counted, not held)."""
+
+    def __init__(self, most: int):
+        self.parts, self.kept, self.most, self.dropped = [], 0, most, 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text) -> int:
+        text = str(text)
+        room = self.most - self.kept
+        self.parts.append(text[:max(room, 0)])
+        self.kept += min(len(text), max(room, 0))
+        self.dropped += max(len(text) - max(room, 0), 0)
+        return len(text)
+
+    def text(self) -> str:
+        return "".join(self.parts) + (f"\n[{self.dropped} characters of output not kept]\n" if self.dropped else "")
+
+
+class Child:
+    """One notebook's checks."""
+
+    def __init__(self, connection: socket.socket, secret: bytes):
+        from autograder.checker.remote import Connection
+
+        self.connection = connection
+        self.student = Connection(self.bridge)
+        self.namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
+        self.from_student: set[str] = set()
+        self.secret = secret
+
+    def bridge(self, request: bytes) -> bytes:
+        send(self.connection, b"B", request)
+        kind, reply = receive(self.connection)
+        if kind != b"b":
+            raise ConnectionError("the grader sent no bridge reply")
+        return reply
+
+    def seed(self, number: int) -> int:
+        """A hidden input's seed: the same for the same hand-in and number, unknowable without the secret."""
+        digest = hmac.new(self.secret, str(int(number)).encode(), "sha256").digest()
+        return int.from_bytes(digest[:6], "little")
+
+    def run(self, kind: str, name: str, source: str) -> dict:
+        output = BoundedText(MOST_STDOUT)
+        try:
+            code = compile(source, f"<{name}>", "exec")
+            if kind == "check":
+                wanted = global_names(code) - (set(self.namespace) - self.from_student) - set(dir(builtins))
+                found = self.student.names(sorted(wanted)) if wanted else {}
+                for gone in (wanted & self.from_student) - set(found):
+                    self.namespace.pop(gone, None)
+                self.namespace.update(found)
+                self.from_student |= set(found)
+            self.namespace[SEED_NAME] = self.seed
+            with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+                exec(code, self.namespace)
+        except BaseException as error:                         # noqa: BLE001 (the check failed: said, not raised)
+            return {"ok": False, "ename": type(error).__name__[:200], "evalue": str(error)[:4000],
+                    "stdout": output.text()}
+        return {"ok": True, "stdout": output.text()}
+
+    def serve(self) -> None:
+        while True:
+            try:
+                kind, payload = receive(self.connection)
+            except ConnectionError:
+                return
+            if kind != b"R":
+                return
+            request = json.loads(payload)
+            answer = self.run(request["kind"], request["name"], request["source"])
+            send(self.connection, b"D", json.dumps(answer).encode())
+
+
+def reap(*_) -> None:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def main(socket_path: str, watch: int, imports: list[str]) -> None:
+    import importlib
+
+    for module in imports:
+        importlib.import_module(module)
+    import autograder.checker.remote  # noqa: F401  (imported once, here, for every child)
+
+    signal.signal(signal.SIGCHLD, reap)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(socket_path)
+    server.listen(64)
+    print("ready", flush=True)
+    while True:
+        ready, _, _ = select.select([server, watch], [], [])
+        if watch in ready:                                   # the grader has gone
+            return
+        connection, _ = server.accept()
+        try:
+            kind, secret = receive(connection, 1024)          # the hand-in's key, then the child serves
+        except (ConnectionError, OSError):
+            connection.close()
+            continue
+        child = os.fork()
+        if child == 0:
+            server.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            try:
+                send(connection, b"P", str(os.getpid()).encode())
+                Child(connection, secret).serve()
+            finally:
+                os._exit(0)
+        connection.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[-3], int(sys.argv[-2]), json.loads(sys.argv[-1]))

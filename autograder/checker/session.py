@@ -1,0 +1,155 @@
+"""The grader's side of the checker: one warm checker parent per grading process, one session per notebook.
+
+The parent (process.py) imports PyTorch once; each session is a child forked for one notebook, which runs that
+notebook's given cells and checks. The session forwards the child's bridge requests to the student's kernel
+(`bridge`, given by GuardedExecute) and returns each cell's outcome. A child that overruns a cell's time is
+killed, and the next cell gets a fresh one.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from autograder.checker.process import receive, send
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])      # the folder `import autograder` needs
+START = ("import sys; sys.path.insert(0, sys.argv[1]); from autograder.checker.process import main; "
+         "main(sys.argv[-3], int(sys.argv[-2]), __import__('json').loads(sys.argv[-1]))")
+IMPORTS = ("torch", "numpy")
+
+
+class CheckerTimeout(Exception):
+    """A cell ran past its time in the checker (the child was stopped)."""
+
+
+class CheckerParent:
+    def __init__(self):
+        self.folder = Path(tempfile.mkdtemp(prefix="course-checker-"))       # mode 0700: this account's only
+        self.socket = str(self.folder / "parent")
+        watched, self._watch = os.pipe()
+        os.set_inheritable(self._watch, False)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", START, PACKAGE_PARENT, self.socket, str(watched), json.dumps(list(IMPORTS))],
+                cwd=self.folder, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                pass_fds=[watched], start_new_session=True)
+        finally:
+            os.close(watched)
+        ready, _, _ = select.select([self.process.stdout], [], [], 120)
+        line = self.process.stdout.readline() if ready else b""
+        if line != b"ready\n":
+            said = self.process.stderr.read(4000).decode(errors="replace") if not ready else ""
+            self.stop()
+            raise RuntimeError(f"the checker could not start: {said.strip()[-500:] or 'no answer'}")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        if self._watch is not None:
+            os.close(self._watch)
+            self._watch = None
+        if self.process.poll() is None:
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_parent: CheckerParent | None = None
+_lock = threading.Lock()
+
+
+def parent() -> CheckerParent:
+    global _parent
+    with _lock:
+        if _parent is None or not _parent.alive():
+            if _parent is not None:
+                _parent.stop()
+            _parent = CheckerParent()
+        return _parent
+
+
+@atexit.register
+def stop_parent() -> None:
+    global _parent
+    with _lock:
+        if _parent is not None:
+            _parent.stop()
+            _parent = None
+
+
+class Session:
+    """The checks of one notebook, in a child of the checker parent. `key`: the hand-in's key for hidden inputs."""
+
+    def __init__(self, key: bytes):
+        self.key = key
+        self.connection: socket.socket | None = None
+        self.pid: int | None = None
+        self.cells: list[tuple[str, str, str]] = []      # the given cells run so far, replayed in a new child
+
+    def start(self) -> None:
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect(parent().socket)
+        send(connection, b"K", self.key)
+        kind, pid = receive(connection, 64)
+        if kind != b"P":
+            raise RuntimeError("the checker did not start a child")
+        self.connection, self.pid = connection, int(pid)
+
+    def run(self, kind: str, name: str, source: str, bridge, timeout: float) -> dict:
+        """Run one cell in the checker; its bridge requests go to `bridge(bytes) -> bytes`."""
+        if self.connection is None:
+            self.start()
+            for replayed in self.cells:
+                self._run(*replayed, bridge, timeout)
+        if kind == "given":
+            self.cells.append((kind, name, source))
+        return self._run(kind, name, source, bridge, timeout)
+
+    def _run(self, kind: str, name: str, source: str, bridge, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        try:
+            send(self.connection, b"R", json.dumps({"kind": kind, "name": name, "source": source}).encode())
+            while True:
+                self.connection.settimeout(max(0.01, deadline - time.monotonic()))
+                frame, payload = receive(self.connection)
+                self.connection.settimeout(None)
+                if frame == b"B":
+                    send(self.connection, b"b", bridge(payload))
+                elif frame == b"D":
+                    return json.loads(payload)
+                else:
+                    raise ConnectionError(f"an unknown frame {frame!r}")
+        except (socket.timeout, TimeoutError):
+            self.close(kill=True)                         # still running the check: its pid is still its own
+            raise CheckerTimeout(f"the check ran for more than {timeout:g} s") from None
+        except (ConnectionError, OSError, ValueError) as error:
+            self.close()
+            return {"ok": False, "ename": "CheckerError", "evalue": f"the checker stopped ({error})", "stdout": ""}
+
+    def close(self, kill: bool = False) -> None:
+        """End the child: it exits when its connection closes, or, stuck in a check, is killed."""
+        if kill and self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.pid = None
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
