@@ -27,6 +27,11 @@ GRADING_CONFIG = "nbgrader_config.py"           # the whole grading configuratio
 # not in the package's __init__: run from a copy's root folder, `autograder` is that copy's folder (a namespace
 # package), and only the package's modules, never its __init__'s names, are found from there.
 CONFIGURATION_FILES = (GRADING_CONFIG, LAYOUT_CONFIG)
+# The course's key for the checks' hidden inputs (autograder/checker/): made on first use, this account's alone
+# (0600), never committed, carried to the class grader's workers in the kit. Whoever reads it can predict the
+# hidden inputs of any hand-in: it lives where the gradebook lives, which the grading sandbox hides.
+SECRET_FILE = "grading_secret"
+SECRET_BYTES = 32
 
 
 class Course:
@@ -51,6 +56,28 @@ class Course:
         from traitlets.config.loader import PyFileConfigLoader
 
         return PyFileConfigLoader(LAYOUT_CONFIG, path=str(self.autograder)).load_config()
+
+    def grading_secret(self) -> bytes:
+        """The course's key for hidden inputs, made (atomically, 0600) if this copy has none yet."""
+        path = self.autograder / SECRET_FILE
+        if not path.exists():
+            import secrets
+            import tempfile
+
+            descriptor, draft = tempfile.mkstemp(dir=self.autograder, prefix=".grading_secret-")    # 0600
+            try:
+                os.write(descriptor, secrets.token_bytes(SECRET_BYTES))
+                os.close(descriptor)
+                try:
+                    os.link(draft, path)                   # made once: a second process finds the first one's
+                except FileExistsError:
+                    pass
+            finally:
+                os.unlink(draft)
+        key = path.read_bytes()
+        if len(key) != SECRET_BYTES:
+            raise RuntimeError(f"{path} is not the course's grading secret ({len(key)} bytes, not {SECRET_BYTES})")
+        return key
 
     def grading_config(self):
         """The course's whole nbgrader configuration (autograder/nbgrader_config.py, which loads the layout
@@ -93,10 +120,12 @@ class Course:
         return Path(self.coursedir.format_path(getattr(self.coursedir, f"{step}_directory"), student, assignment))
 
     def prepare(self) -> None:
-        """Make the folders nbgrader expects and does not create itself (the SQLite gradebook's)."""
+        """Make the folders nbgrader expects and does not create itself (the SQLite gradebook's), and the course's
+        grading secret, so that every copy made from this one draws the same hidden inputs."""
         if self.gradebook_file is not None:
             self.gradebook_file.parent.mkdir(parents=True, exist_ok=True)
         self.exchange.mkdir(parents=True, exist_ok=True)
+        self.grading_secret()
 
     # --- assignments ----------------------------------------------------------------------------------
 

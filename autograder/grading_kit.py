@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.course import CONFIGURATION_FILES
+from autograder.course import CONFIGURATION_FILES, SECRET_FILE
 
 KIT_GRADEBOOK = "kit-gradebook.db"         # in the kit's autograder/ folder
 # The kit carries the course's CONFIGURATION_FILES; the worker loads autograder/nbgrader_config.py by this name.
@@ -117,6 +117,8 @@ def build_kit(course, assignments: list[str]) -> Kit:
         tar.add(template, f"autograder/{KIT_GRADEBOOK}", filter=keep)
         for name in CONFIGURATION_FILES:
             tar.add(course.autograder / name, f"autograder/{name}", filter=keep)
+        course.grading_secret()                 # the workers draw the same hidden inputs as nbgrader autograde
+        tar.add(course.autograder / SECRET_FILE, f"autograder/{SECRET_FILE}", filter=keep)
         for step in ("source", "release"):
             for assignment in assignments:
                 folder = course.path(step, ".", assignment)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import base64
 import hashlib
+import hmac
 import math
 import os
 import re
@@ -45,14 +46,26 @@ HERE = Path(__file__).resolve().parent
 BASE64_REPR = re.compile(r"'[A-Za-z0-9+/=]*'")          # the bridge's reply as the kernel's repr shows it
 
 
-def hand_in_key(nb) -> bytes:
-    """What the checker's hidden inputs are drawn from: the hand-in's own code (its answers and any cell the
-    student added), so that a regrade meets the same inputs and any change of an answer meets new ones."""
-    digest = hashlib.sha256()
+def hand_in_key(nb, secret: bytes) -> bytes:
+    """What the checker's hidden inputs are drawn from: the course's secret and the hand-in's own code (its
+    answers and any cell the student added), so that a regrade meets the same inputs, any change of an answer
+    meets new ones, and no one without the secret can tell which."""
+    digest = hmac.new(secret, digestmod="sha256")
     for cell in nb.cells:
         if cell.cell_type == "code" and not is_test(cell) and not nbgrader_record(cell).get("locked"):
-            digest.update(cell.source.encode("utf-8", "surrogatepass") + b"\0")
+            digest.update(hashlib.sha256(cell.source.encode("utf-8", "surrogatepass")).digest())
     return digest.digest()
+
+
+def course_secret(preprocessor) -> bytes:
+    """The graded course's secret (autograder.course.Course.grading_secret); none outside nbgrader."""
+    from autograder.course import Course
+
+    try:
+        root = course_directory(preprocessor).root
+    except RuntimeError:
+        return b""
+    return Course(Path(root)).grading_secret()
 
 
 def is_given(cell) -> bool:
@@ -159,8 +172,8 @@ class GuardedExecute(Execute):
 
         self._grader_cells = [murmur2_x86(cell.source, get_tmp_hash_seed()) for cell in nb.cells
                               if cell.cell_type == "code" and (is_test(cell) or nbgrader_record(cell).get("locked"))]
-        self._checker = (checker_session.Session(hand_in_key(nb)) if self.sandbox and self._assignment in self.checked
-                         else None)
+        self._checker = (checker_session.Session(hand_in_key(nb, course_secret(self)))
+                         if self.sandbox and self._assignment in self.checked else None)
         for flag in notebook_flags(nb):          # recorded while sanitizing, before this stage
             add_flag(resources, flag)
         try:

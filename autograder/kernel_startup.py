@@ -258,7 +258,8 @@ def _install_bridge():
     import sys
     import types
 
-    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checker")   # noqa: F821 (set by IPython)
+    # IPython runs this file with its folder first on sys.path (safe_execfile), as the guard's import relies on.
+    folder = os.path.join(sys.path[0], "checker")
     for name, file in (("_course_checker_values", "values.py"), ("_course_checker_bridge", "bridge.py")):
         spec = importlib.util.spec_from_file_location(name, os.path.join(folder, file))
         module = importlib.util.module_from_spec(spec)

@@ -107,6 +107,9 @@ class Grader:
         self.course = Course(course)
         self.config = self.grading_config()
         self.rules = dict(self.config.GuardedExecute.get("rules", {})).get(assignment, [])
+        # Checked assignments run their test cells in the checker's Checks, as GuardedExecute does, reaching the
+        # notebook's names through the same bridge (here in this process: values still cross as bytes).
+        self.checked = assignment in list(self.config.GuardedExecute.get("checked", []))
         self.notebook = self.course.master_notebook(assignment).stem
         self.master = nbformat.read(self.course.master_notebook(assignment), as_version=4)
         from autograder import grading_environment, sandboxed_kernel
@@ -222,6 +225,7 @@ class Grader:
         from nbgrader.utils import determine_grade
 
         from autograder.cells import FLAGS, error_output, grade_id, is_test, nbgrader_record
+        from autograder.guarded_execute import is_given
         from autograder.verdict import Verdict
         from autograder.withhold import hidden_lines
 
@@ -233,12 +237,30 @@ class Grader:
         guard = sys.modules["_course_guard"]
         # The verdict is the engine's own class, asking the guard in this process instead of in a kernel.
         verdict = Verdict(hidden_lines(notebook), ask_guard=guard.report)
+        checks = None
+        if self.checked:
+            from autograder.checker.bridge import Bridge
+            from autograder.checker.process import Checks
+            from autograder.guarded_execute import hand_in_key
+
+            checks = Checks(Bridge(shell.user_ns).serve, hand_in_key(notebook, self.course.grading_secret()))
         resources: dict = {}
         for cell in notebook.cells:
             if cell.cell_type != "code":
                 continue
             if verdict.baseline is None:
                 verdict.baseline = guard.setup(self.rules, grader_cells)
+            if checks is not None and is_test(cell):
+                outcome = checks.run("check", grade_id(cell) or "a test cell", cell.source)
+                cell.outputs = ([NotebookNode(output_type="stream", name="stdout", text=outcome["stdout"])]
+                                if outcome.get("stdout") else [])
+                if not outcome["ok"]:
+                    cell.outputs.append(error_output(outcome["ename"], outcome["evalue"]))
+                cell.execution_count = None
+                verdict.withhold_quotations(cell, resources)
+                verdict.flag_limits_and_rules(cell, resources)
+                verdict.judge(cell, resources, checked=True)
+                continue
             shell.last_result = None
             with capture_output(stdout=True, stderr=True, display=True) as captured:
                 result = shell.run_cell(cell.source, store_history=True)
@@ -257,6 +279,8 @@ class Grader:
             if error is not None:
                 outputs.append(error_output(type(error).__name__, str(error)[:2000]))
             cell.outputs = outputs
+            if checks is not None and is_given(cell):
+                checks.run("given", grade_id(cell) or "a given cell", cell.source)
             verdict.withhold_quotations(cell, resources)
             verdict.flag_limits_and_rules(cell, resources)
             if is_test(cell):

@@ -92,28 +92,22 @@ class BoundedText(io.TextIOBase):
         return "".join(self.parts) + (f"\n[{self.dropped} characters of output not kept]\n" if self.dropped else "")
 
 
-class Child:
-    """One notebook's checks."""
+class Checks:
+    """One notebook's given cells and checks, in one namespace; `send(request bytes) -> reply bytes` reaches the
+    student's bridge (through the grader here; directly in the catalog's fast path, tools/mutation_grading.py);
+    `key` is the hand-in's key for its hidden inputs."""
 
-    def __init__(self, connection: socket.socket, secret: bytes):
+    def __init__(self, send, key: bytes):
         from autograder.checker.remote import Connection
 
-        self.connection = connection
-        self.student = Connection(self.bridge)
+        self.student = Connection(send)
         self.namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
         self.from_student: set[str] = set()
-        self.secret = secret
-
-    def bridge(self, request: bytes) -> bytes:
-        send(self.connection, b"B", request)
-        kind, reply = receive(self.connection)
-        if kind != b"b":
-            raise ConnectionError("the grader sent no bridge reply")
-        return reply
+        self.key = key
 
     def seed(self, number: int) -> int:
-        """A hidden input's seed: the same for the same hand-in and number, unknowable without the secret."""
-        digest = hmac.new(self.secret, str(int(number)).encode(), "sha256").digest()
+        """A hidden input's seed: the same for the same hand-in and number, another for any other hand-in."""
+        digest = hmac.new(self.key, str(int(number)).encode(), "sha256").digest()
         return int.from_bytes(digest[:6], "little")
 
     def run(self, kind: str, name: str, source: str) -> dict:
@@ -135,6 +129,21 @@ class Child:
                     "stdout": output.text()}
         return {"ok": True, "stdout": output.text()}
 
+
+class Child:
+    """A forked child of the checker parent: one notebook's Checks, answering the grader's frames."""
+
+    def __init__(self, connection: socket.socket, key: bytes):
+        self.connection = connection
+        self.checks = Checks(self.bridge, key)
+
+    def bridge(self, request: bytes) -> bytes:
+        send(self.connection, b"B", request)
+        kind, reply = receive(self.connection)
+        if kind != b"b":
+            raise ConnectionError("the grader sent no bridge reply")
+        return reply
+
     def serve(self) -> None:
         while True:
             try:
@@ -144,7 +153,7 @@ class Child:
             if kind != b"R":
                 return
             request = json.loads(payload)
-            answer = self.run(request["kind"], request["name"], request["source"])
+            answer = self.checks.run(request["kind"], request["name"], request["source"])
             send(self.connection, b"D", json.dumps(answer).encode())
 
 
@@ -174,7 +183,7 @@ def main(socket_path: str, watch: int, imports: list[str]) -> None:
             return
         connection, _ = server.accept()
         try:
-            kind, secret = receive(connection, 1024)          # the hand-in's key, then the child serves
+            kind, key = receive(connection, 1024)             # the hand-in's key, then the child serves
         except (ConnectionError, OSError):
             connection.close()
             continue
@@ -184,7 +193,7 @@ def main(socket_path: str, watch: int, imports: list[str]) -> None:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             try:
                 send(connection, b"P", str(os.getpid()).encode())
-                Child(connection, secret).serve()
+                Child(connection, key).serve()
             finally:
                 os._exit(0)
         connection.close()
