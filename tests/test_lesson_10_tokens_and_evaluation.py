@@ -250,3 +250,16 @@ def test_the_page_keeps_the_corrections_of_the_expert_reading():
     assert "that sees each batch once, like the whole-text run" not in source
     assert "token for token the library's" not in source
     assert "to_library[ours_tokenizer.encode(" in source
+
+
+@pytest.mark.quick
+def test_the_cpu_budget_the_lesson_states_is_the_one_the_benchmark_reports():
+    """The opening cell tells the reader the lesson's CPU budget; `make bench` measures the lesson against
+    the same figure (bench/notebooks.py), and the reading-time line glues what the build measured."""
+    import re
+
+    from bench.notebooks import BUDGETED_LESSONS
+
+    stated = re.search(r"the lesson's budget is (\d+) s", LESSON.read_text()).group(1)
+    assert BUDGETED_LESSONS["book/10-tokens-and-evaluation.md"][1] == int(stated)
+    assert "{glue:text}`lesson_cpu_text` seconds of CPU time" in LESSON.read_text()

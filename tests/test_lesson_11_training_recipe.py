@@ -135,3 +135,16 @@ def test_the_page_keeps_the_corrections_of_the_expert_reading():
     assert "{footcite:p}`vaswani2017attention`" in source and "4,000" in source
     assert "{ref}`adam-update`" in source
     assert "seed_spread" not in source
+
+
+@pytest.mark.quick
+def test_the_cpu_budget_the_lesson_states_is_the_one_the_benchmark_reports():
+    """The opening cell tells the reader the lesson's CPU budget; `make bench` measures the lesson against
+    the same figure (bench/notebooks.py), and the reading-time line glues what the build measured."""
+    import re
+
+    from bench.notebooks import BUDGETED_LESSONS
+
+    stated = re.search(r"the lesson's budget is (\d+) s", LESSON.read_text()).group(1)
+    assert BUDGETED_LESSONS["book/11-training-recipe.md"][1] == int(stated)
+    assert "{glue:text}`lesson_cpu_text` seconds of CPU time" in LESSON.read_text()
