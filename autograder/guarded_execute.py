@@ -170,10 +170,13 @@ class GuardedExecute(Execute):
         # compiles them under (ipykernel names a cell's code after a hash of its source).
         from ipykernel.compiler import get_tmp_hash_seed, murmur2_x86
 
-        self._grader_cells = [murmur2_x86(cell.source, get_tmp_hash_seed()) for cell in nb.cells
-                              if cell.cell_type == "code" and (is_test(cell) or nbgrader_record(cell).get("locked"))]
-        self._checker = (checker_session.Session(hand_in_key(nb, course_secret(self)))
-                         if self.sandbox and self._assignment in self.checked else None)
+        # Where the checks run in the checker, no cell in the kernel is the grader's: a rule holds for every cell
+        # there (a code object forged to carry a given cell's name gains nothing).
+        checked = self.sandbox and self._assignment in self.checked
+        self._grader_cells = [] if checked else [
+            murmur2_x86(cell.source, get_tmp_hash_seed()) for cell in nb.cells
+            if cell.cell_type == "code" and (is_test(cell) or nbgrader_record(cell).get("locked"))]
+        self._checker = checker_session.Session(hand_in_key(nb, course_secret(self))) if checked else None
         for flag in notebook_flags(nb):          # recorded while sanitizing, before this stage
             add_flag(resources, flag)
         try:

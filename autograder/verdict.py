@@ -36,15 +36,13 @@ class Verdict:
         """All or nothing: nbgrader reads a displayed number in a test cell as partial credit, so a
         displayed value becomes an ordinary display; and no check counts once the guard saw a change.
         A check run in the checker (`checked`) is decided there: what the kernel did to itself changes nothing
-        of it, so the guard is not asked; the rules it enforces are still flagged."""
+        of it, so its points stand; what the guard saw is still flagged, for the instructor to read."""
         for output in cell.outputs:
             if output.output_type == "execute_result":
                 output.output_type = "display_data"
                 output.pop("execution_count", None)
                 add_flag(resources, "a test cell displayed a value, which nbgrader would have read as a partial "
                                     "score; test cells score all or nothing")
-        if checked:
-            return
         if not self.tampered:
             report = self.ask_guard()
             self.tampered = self.changes(report)
@@ -52,8 +50,9 @@ class Verdict:
             for rule in report.get("rules_broken", []) if isinstance(report, dict) and not already else []:
                 add_flag(resources, f"rule broken: your code called {rule}, which this assignment forbids")
             if self.tampered:
-                add_flag(resources, f"tampering detected after {grade_id(cell)}: {', '.join(self.tampered)}")
-        if self.tampered:
+                add_flag(resources, f"tampering detected after {grade_id(cell)}: {', '.join(self.tampered)}" + (
+                    " (the checks ran outside the notebook's kernel: their scores stand)" if checked else ""))
+        if self.tampered and not checked:
             cell.outputs.append(error_output(
                 "GradingIntegrityError", "code in this notebook changed what the checks rely on "
                 f"({', '.join(self.tampered)}); checks from here on earn no points"))

@@ -300,3 +300,76 @@ detached(lambda: time.sleep(0.5))          # an orphan that exits: init's wait4 
 time.sleep(1.5)
 print("init rewritten, now in system call", open("/proc/1/syscall").read().split()[0])
 '''
+
+# --- against the verdict, from the kernel's side (issue 58: the checks run in the checker, which none reaches) ----
+
+# The held-out round's first hand-in: zeros, and the kernel's error machinery silenced, so that a failing cell
+# run in the kernel would reply "ok" and send no error.
+SWALLOWED_ERRORS = ZEROS + '''
+ip = get_ipython()
+def forget_errors(result):
+    result.error_in_exec = None
+    result.error_before_exec = None
+ip.events.register("post_run_cell", forget_errors)
+def no_traceback(*args, **kwargs):
+    raise RuntimeError("no traceback today")
+ip.InteractiveTB.structured_traceback = no_traceback
+ip.showtraceback = lambda *args, **kwargs: None
+'''
+
+# The second: zeros dressed as a tensor subclass whose __torch_function__ answers every comparison a check makes,
+# reading the calling line to know what the check wants, and .item() as 0.0.
+TENSOR_SUBCLASS = '''
+import linecache, sys
+class Agreeable(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in ("allclose", "equal", "isclose", "__eq__"):
+            caller = sys._getframe(1)
+            line = linecache.getline(caller.f_code.co_filename, caller.f_lineno)
+            return not line.strip().startswith(("assert not", "if not"))
+        if name == "item":
+            return 0.0
+        return super().__torch_function__(func, types, args, kwargs or {})
+def layernorm(x, gamma, beta, eps=1e-5):
+    return torch.zeros_like(x).as_subclass(Agreeable)
+'''
+
+# The third: every cell the kernel runs, printed compressed and encoded, to be read off the feedback page and
+# replayed as a table of answers; here with an honest answer, so that every check's cell would run.
+CELL_MARK = "CELL:"
+PRINTS_EVERY_CELL = '''
+import base64, zlib
+def print_every_cell(info):
+    print("CELL:" + base64.b64encode(zlib.compress(info.raw_cell.encode())).decode())
+get_ipython().events.register("pre_run_cell", print_every_cell)
+'''
+
+# Frames, the history and the code objects a call can reach: everything the student's side can see while a
+# check calls it, printed and raised as the check's message.
+READS_THE_CALLER = '''
+import gc, linecache, sys
+def layernorm(x, gamma, beta, eps=1e-5):
+    seen = []
+    frame = sys._getframe()
+    while frame is not None:
+        seen.append(frame.f_code.co_filename + repr(frame.f_code.co_consts) + repr(list(frame.f_locals)))
+        frame = frame.f_back
+    seen += ["".join(lines) for lines in [entry[2] for entry in linecache.cache.values() if len(entry) > 2]]
+    seen += list(get_ipython().user_ns.get("In", []))
+    seen += [repr(code.co_consts) for code in gc.get_objects() if type(code).__name__ == "code"][:2000]
+    print("\\n".join(seen))
+    raise AssertionError("\\n".join(seen)[-3500:])
+'''
+
+# A code object forged to look like one of the grader's cells (the release's setup cell, whose source every
+# student has, names its code after a hash of it), so that a rule that asks "who called F.layer_norm?" in the
+# kernel would think the grader did. Formatted with that cell's source.
+FORGED_CODE = '''
+import torch.nn.functional as F
+def _layernorm(x, gamma, beta, eps=1e-5):
+    return F.layer_norm(x, (x.shape[-1],), gamma, beta, eps)
+grader_file = get_ipython().compile.get_code_name({setup!r}, "", 0)
+layernorm = type(_layernorm)(_layernorm.__code__.replace(co_filename=grader_file), globals(), "layernorm")
+'''

@@ -28,6 +28,7 @@ from tools.course import COURSE, Course
 pytestmark = pytest.mark.grading
 
 A = "01-layernorm"
+ZEROS_STUDENT = "zeros"                  # the wrong answer of the attacks against the verdict, without their tricks
 NOTEBOOK = COURSE.master_notebook(A).name
 LIMITS = {"COURSE_GRADING_CELL_TIMEOUT": "8", "COURSE_GRADING_CPU_SECONDS": "12", "COURSE_GRADING_MEMORY_GB": "3",
           "COURSE_GRADING_NOTEBOOK_TIMEOUT": "60"}
@@ -169,6 +170,14 @@ CLASS = {
     "settrace": answer(attacks.SETTRACE),
     "guard-off": answer(SAMPLE_VARIANCE + attacks.GUARD_OFF),
     "prints-the-tests": answer(attacks.PRINT_TESTS),
+    # 12b. the verdict itself, from the kernel's side (issue 58's held-out round): the checks run in the checker
+    "swallowed-errors": answer(attacks.SWALLOWED_ERRORS),
+    "tensor-subclass": answer(attacks.TENSOR_SUBCLASS),
+    "prints-every-cell": answer(attacks.PRINTS_EVERY_CELL + CORRECT),
+    "reads-the-caller": answer(attacks.READS_THE_CALLER),
+    "forged-code": answer(attacks.FORGED_CODE.format(setup=next(
+        cell.source for cell in nbformat.read(COURSE.release_notebook(A), as_version=4).cells
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "setup"))),
     # 13. breaking the assignment's rules
     "uses-layer-norm": answer(attacks.USES_LAYER_NORM),
     "uses-layer-norm-module": answer(attacks.USES_LAYER_NORM_MODULE),
@@ -325,8 +334,23 @@ def test_deleted_tests_are_flagged(hostile):
                                      "patch-numpy", "redefine-assertion-error", "always-equal", "rebind-F"])
 def test_gaming_the_checks_earns_nothing(hostile, student):
     score, top = total(hostile, student)
-    honest_floor = 0.0 if student == "always-equal" else SAMPLE_VARIANCE_SCORE
+    honest_floor = total(hostile, ZEROS_STUDENT)[0] if student == "always-equal" else SAMPLE_VARIANCE_SCORE
     assert score <= honest_floor, f"{student} scored {score} of {top}"
+
+
+@pytest.mark.parametrize("student, same_answer_without_the_trick", [
+    ("swallowed-errors", ZEROS_STUDENT), ("tensor-subclass", ZEROS_STUDENT), ("always-equal", ZEROS_STUDENT),
+    ("patch-allclose", "sample-variance"), ("ast-transformer", ZEROS_STUDENT), ("settrace", "sample-variance"),
+])
+def test_a_wrong_answer_written_against_the_checks_earns_exactly_its_honest_floor(hostile, student,
+                                                                                   same_answer_without_the_trick):
+    """The checks run in the checker, a process that runs no line of the student's: errors silenced in the kernel,
+    a tensor subclass that answers comparisons, patched comparisons and traced asserts change nothing of them.
+    The wrong answer earns what it earns without the trick, check by check, and with the same messages."""
+    tricked, honest = outcome(hostile[student], student), outcome(hostile[same_answer_without_the_trick],
+                                                                 same_answer_without_the_trick)
+    assert tricked["scores"] == honest["scores"], student
+    assert tricked["shown"] == honest["shown"], student
 
 
 @pytest.mark.parametrize("student", ["patch-allclose", "patch-equal-and-assert-close", "patch-numpy", "rebind-F",
@@ -543,9 +567,6 @@ def test_the_class_grading_command_survives_the_machine_attacks_and_a_rerun_grad
 
 # --- the verdict ----------------------------------------------------------------------------------------
 
-ZEROS_STUDENT = "zeros"
-
-
 @pytest.mark.parametrize("student, same_answer_without_the_trick", [
     ("input-transformer", "not-implemented"), ("ast-transformer", ZEROS_STUDENT),
     ("function-mode", "sample-variance"), ("settrace", "sample-variance"), ("guard-off", "sample-variance"),
@@ -558,8 +579,12 @@ def test_changing_how_the_tests_are_read_or_run_earns_nothing_and_is_flagged(hos
 
 
 def test_a_displayed_value_buys_no_partial_credit(hostile):
+    """nbgrader reads a number a test cell displays as partial credit. A check's outputs are the checker's: what
+    the student's code displays while a check calls it never becomes one of them."""
     assert total(hostile, "display-hook") <= total(hostile, ZEROS_STUDENT)
-    assert "displayed a value" in flags(hostile, "display-hook")
+    notebook = grading.autograded_notebook(hostile["display-hook"], A, "display-hook")
+    assert not [output for cell in notebook.cells if cell.metadata.get("nbgrader", {}).get("grade")
+                for output in cell.get("outputs", []) if output.get("output_type") == "execute_result"]
 
 
 def feedback_html(graded_in, student) -> str:
@@ -578,7 +603,41 @@ def test_printing_the_running_test_leaks_no_hidden_code(hostile):
     html = html_module.unescape(html)
     hidden = hidden_lines(nbformat.read(COURSE.master_notebook(A), as_version=4))
     assert hidden and not [line for line in hidden if line in html]
-    assert "quoted hidden test code" in flags(hostile, "prints-the-tests")
+    # The test cells never run in the student's kernel: not even their visible code is there to print.
+    assert "def _test_test_worked_example" not in printed_text(hostile, "prints-the-tests")
+    assert total(hostile, "prints-the-tests") == (FULL, POINTS)
+
+
+def test_no_test_cell_ever_runs_in_the_kernel_so_none_reaches_feedback_in_any_encoding(hostile):
+    """The held-out round's third hand-in printed every cell the kernel ran, compressed and encoded, and read all
+    twelve test cells back off its own feedback page. Now the kernel runs the student's cells and the given ones:
+    decoded, what it printed holds no line of any test cell."""
+    import base64
+    import zlib
+
+    master = nbformat.read(COURSE.master_notebook(A), as_version=4)
+    test_lines = {line.strip() for cell in master.cells if cell.metadata.get("nbgrader", {}).get("grade")
+                  and not cell.metadata["nbgrader"].get("solution")
+                  for line in cell.source.splitlines() if len(line.strip()) > 12}
+    printed = printed_text(hostile, "prints-every-cell") + feedback_html(hostile, "prints-every-cell")
+    cells = [zlib.decompress(base64.b64decode(chunk.split()[0].split("<")[0])).decode()
+             for chunk in printed.split(attacks.CELL_MARK)[1:]]
+    assert cells, "the hand-in printed nothing: the attack did not run"
+    assert not [line for cell in cells for line in test_lines if line in cell]
+    assert total(hostile, "prints-every-cell") == (FULL, POINTS)
+
+
+def test_what_a_call_can_see_in_the_kernel_holds_nothing_of_the_checks(hostile):
+    """The student's function, called by a check, reads its callers' frames, the cell cache, the history and
+    every code object of the kernel, and raises it all as its message: none of it is a line of a test cell, and
+    the answer earns nothing."""
+    from autograder.withhold import hidden_lines
+
+    master = nbformat.read(COURSE.master_notebook(A), as_version=4)
+    shown = printed_text(hostile, "reads-the-caller") + " ".join(outcome(hostile["reads-the-caller"],
+                                                                          "reads-the-caller")["shown"].values())
+    assert "def _test_test_" not in shown and not [line for line in hidden_lines(master) if line in shown]
+    assert total(hostile, "reads-the-caller") == (0.0, POINTS)
 
 
 OPEN_PAGE = """
@@ -637,7 +696,7 @@ def test_flags_are_the_graders_and_exports_are_safe_in_a_spreadsheet(hostile):
             assert not (cell.startswith("-") and not cell.lstrip("-").replace(".", "").isdigit()), cell
 
 
-@pytest.mark.parametrize("student", ["uses-layer-norm", "uses-layer-norm-module", "imports-reference"])
+@pytest.mark.parametrize("student", ["uses-layer-norm", "uses-layer-norm-module", "imports-reference", "forged-code"])
 def test_breaking_an_assignment_rule_costs_the_part_it_replaces_and_is_named(hostile, student):
     assert total(hostile, student) == (0.0, POINTS)
     assert "rule broken" in flags(hostile, student)
