@@ -241,10 +241,10 @@ class Grader:
         checks = None
         if self.checked:
             from autograder.checker.bridge import Bridge
-            from autograder.checker.process import Checks
+            from autograder.checker.process import Checks, in_process
             from autograder.guarded_execute import hand_in_key
 
-            checks = Checks(Bridge(shell.user_ns).serve, hand_in_key(notebook, self.course.grading_secret()))
+            checks = Checks(in_process(Bridge(shell.user_ns).serve), hand_in_key(notebook, self.course.grading_secret()))
         resources: dict = {}
         for cell in notebook.cells:
             if cell.cell_type != "code":

@@ -130,6 +130,16 @@ class Checks:
         return {"ok": True, "stdout": output.text()}
 
 
+def in_process(serve):
+    """A bridge in this process (the catalog's fast path, the unit tests), as the grader reaches one in a kernel:
+    what the student's code prints while a check calls it stays out of the check's output."""
+    def send(request: bytes) -> bytes:
+        with open(os.devnull, "w") as nowhere, contextlib.redirect_stdout(nowhere), contextlib.redirect_stderr(nowhere):
+            return serve(request)
+
+    return send
+
+
 class Child:
     """A forked child of the checker parent: one notebook's Checks, answering the grader's frames."""
 

@@ -1,0 +1,81 @@
+"""The checker's process (autograder/checker/process.py, session.py): one notebook's given cells and checks run in
+a namespace of the checker's, the student's names looked up through the bridge, hidden inputs drawn from the
+hand-in's key; a check that overruns its time is stopped with its child, and the next cell gets a fresh child
+that replays the given cells."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from autograder.checker.bridge import Bridge
+from autograder.checker.process import Checks, global_names, in_process
+from autograder.checker.session import CheckerTimeout, Session
+
+pytestmark = pytest.mark.quick
+
+STUDENT = '''
+import torch
+def double(x):
+    print("the student's print")
+    return 2 * x
+torch_is_mine = "a value"
+'''
+
+
+def student_bridge():
+    namespace: dict = {}
+    exec(STUDENT, namespace)
+    return in_process(Bridge(namespace).serve)
+
+
+def test_a_check_reads_given_names_from_the_checker_and_the_students_through_the_bridge():
+    checks = Checks(student_bridge(), b"key")
+    assert checks.run("given", "setup", "import torch\nSCALE = 3\n")["ok"]
+    outcome = checks.run("check", "test_double", "got = double(torch.ones(2) * SCALE)\n"
+                                                 "assert type(got) is torch.Tensor and got.tolist() == [6.0, 6.0]\n"
+                                                 "print('passed', torch_is_mine)\n")
+    assert outcome == {"ok": True, "stdout": "passed a value\n"}           # the student's own print stays there
+    failed = checks.run("check", "test_fails", "assert double(torch.ones(1)).item() == 3, 'double is not triple'")
+    assert failed["ok"] is False and (failed["ename"], failed["evalue"]) == ("AssertionError", "double is not triple")
+    missing = checks.run("check", "test_missing", "not_defined_anywhere(1)")
+    assert missing["ename"] == "NameError"
+
+
+def test_hidden_inputs_depend_on_the_hand_in_and_repeat_for_the_same_one():
+    seeds = "print([_course_seed(n) for n in (1, 2)])"
+    first, again, other = (Checks(student_bridge(), key).run("check", "seeds", seeds)["stdout"]
+                           for key in (b"hand-in 1", b"hand-in 1", b"hand-in 2"))
+    assert first == again != other
+
+
+def test_the_global_names_a_check_reads_include_those_of_its_functions():
+    code = compile("def check():\n    return layernorm(x)\nvalue = helper\n", "<cell>", "exec")
+    assert global_names(code) == {"layernorm", "x", "helper"}
+
+
+def test_what_a_check_prints_is_bounded():
+    outcome = Checks(student_bridge(), b"k").run("check", "prints", "print('x' * 10_000_000)")
+    assert outcome["ok"] and len(outcome["stdout"]) < 300_000 and "not kept" in outcome["stdout"]
+
+
+def test_a_check_that_overruns_is_stopped_and_the_next_one_starts_afresh():
+    bridge = student_bridge()
+    session = Session(b"key")
+    try:
+        assert session.run("given", "setup", "import torch\nGIVEN = 7\n", bridge, 30)["ok"]
+        first_child = session.pid
+        started = time.monotonic()
+        with pytest.raises(CheckerTimeout):
+            session.run("check", "loops", "while True:\n    pass\n", bridge, 2)
+        assert time.monotonic() - started < 10
+        with pytest.raises(ProcessLookupError):
+            for _ in range(50):                    # killed, and reaped by the checker's parent
+                os.kill(first_child, 0)
+                time.sleep(0.1)
+        outcome = session.run("check", "after", "assert GIVEN == 7 and double(torch.ones(1)).item() == 2", bridge, 30)
+        assert outcome == {"ok": True, "stdout": ""} and session.pid != first_child
+    finally:
+        session.close()
