@@ -340,7 +340,7 @@ def test_gaming_the_checks_earns_nothing(hostile, student):
 
 @pytest.mark.parametrize("student, same_answer_without_the_trick", [
     ("swallowed-errors", ZEROS_STUDENT), ("tensor-subclass", ZEROS_STUDENT), ("always-equal", ZEROS_STUDENT),
-    ("patch-allclose", "sample-variance"), ("ast-transformer", ZEROS_STUDENT), ("settrace", "sample-variance"),
+    ("patch-allclose", "sample-variance"), ("settrace", "sample-variance"),
 ])
 def test_a_wrong_answer_written_against_the_checks_earns_exactly_its_honest_floor(hostile, student,
                                                                                    same_answer_without_the_trick):
@@ -619,11 +619,15 @@ def test_no_test_cell_ever_runs_in_the_kernel_so_none_reaches_feedback_in_any_en
     test_lines = {line.strip() for cell in master.cells if cell.metadata.get("nbgrader", {}).get("grade")
                   and not cell.metadata["nbgrader"].get("solution")
                   for line in cell.source.splitlines() if len(line.strip()) > 12}
-    printed = printed_text(hostile, "prints-every-cell") + feedback_html(hostile, "prints-every-cell")
-    cells = [zlib.decompress(base64.b64decode(chunk.split()[0].split("<")[0])).decode()
+    printed = printed_text(hostile, "prints-every-cell")
+    cells = [zlib.decompress(base64.b64decode(chunk.split()[0])).decode()
              for chunk in printed.split(attacks.CELL_MARK)[1:]]
     assert cells, "the hand-in printed nothing: the attack did not run"
     assert not [line for cell in cells for line in test_lines if line in cell]
+    from autograder.withhold import hidden_lines
+
+    html = feedback_html(hostile, "prints-every-cell")          # the visible test code, never a hidden line
+    assert not [line for line in hidden_lines(master) if line in html]
     assert total(hostile, "prints-every-cell") == (FULL, POINTS)
 
 
