@@ -167,20 +167,13 @@ class Child:
             send(self.connection, b"D", json.dumps(answer).encode())
 
 
-def reap(*_) -> None:
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0]:
-            pass
-    except ChildProcessError:
-        pass
-
-
 def main(socket_path: str, watch: int, imports: list[str]) -> None:
     import importlib
 
     for module in imports:
         importlib.import_module(module)
     import autograder.checker.remote  # noqa: F401  (imported once, here, for every child)
+    from autograder.kernel_zygote import reap            # each child reaped as it ends, as the warm parent does
 
     signal.signal(signal.SIGCHLD, reap)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
