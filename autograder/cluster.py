@@ -81,7 +81,7 @@ def package_files() -> list[Path]:
     module. The package folder is also the course's autograder/ folder, where students' hand-ins, graded
     notebooks and the exchange live: none of that is code, and none of it may leave the instructor's machine."""
     modules = [path for path in PACKAGE.glob("*.py") if path.name not in CONFIGURATION_FILES]
-    return sorted([*modules, *(PACKAGE / "sandbox_stubs").rglob("*.py")])
+    return sorted([*modules, *(PACKAGE / "checker").glob("*.py"), *(PACKAGE / "sandbox_stubs").rglob("*.py")])
 
 
 class CourseCode(WorkerPlugin):

@@ -167,9 +167,14 @@ def test_a_message_flood_is_dropped_flagged_and_costs_no_classmate(course, tmp_p
         assert "message limit reached" in flags(root, flooder), flooder
         printed = json.dumps(grading.autograded_notebook(root, A, flooder).cells)
         assert "the grader dropped them" in printed            # the student sees why, in the cell
-    # An oversized reply is not read: the guard gave no answer, which counts as tampering.
+    # An oversized reply is not read: the guard gave no answer, which counts as tampering. On an assignment whose
+    # checks run in the checker (this one), the flag is the instructor's information and the checks' scores stand.
     assert "tampering detected" in flags(root, "a-big-guard-reply")
-    assert total(root, "a-big-guard-reply")[0] < total(root, "honest")[0]
+    from autograder.course import Course as GradingCourse
+
+    checked = A in GradingCourse(root).grading_config().GuardedExecute.checked
+    assert (total(root, "a-big-guard-reply")[0] == total(root, "honest")[0]) if checked else (
+        total(root, "a-big-guard-reply")[0] < total(root, "honest")[0])
     prompted = grading.autograded_notebook(root, A, "a-markup-prompt")
     counts = [cell.get("execution_count") for cell in prompted.cells if cell.cell_type == "code"]
     counts += [out.get("execution_count") for cell in prompted.cells for out in cell.get("outputs", [])
