@@ -118,7 +118,9 @@ def inside(path: str, folders: list[str]) -> bool:
 
 
 def copy_in(folder: str, budget: int) -> tuple[list[str], list[int]]:
-    """bwrap arguments that copy the folder's regular files into WORK, never following a link."""
+    """bwrap arguments that copy the folder's regular files into WORK, never following a link. Notebooks are
+    not copied: nbgrader writes the notebook it grades into this folder before running it, its test cells
+    restored from the gradebook, hidden parts included, and the kernel runs its cells, never reads it."""
     argv, fds = ["--dir", WORK], []
     for root, dirs, files in os.walk(folder, followlinks=False):
         relative = os.path.relpath(root, folder)
@@ -127,6 +129,8 @@ def copy_in(folder: str, budget: int) -> tuple[list[str], list[int]]:
             argv += ["--dir", target]
         dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
         for name in files:
+            if name.endswith(".ipynb"):
+                continue
             try:
                 fd = os.open(os.path.join(root, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
             except OSError:

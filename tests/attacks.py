@@ -373,3 +373,13 @@ def _layernorm(x, gamma, beta, eps=1e-5):
 grader_file = get_ipython().compile.get_code_name({setup!r}, "", 0)
 layernorm = type(_layernorm)(_layernorm.__code__.replace(co_filename=grader_file), globals(), "layernorm")
 '''
+
+# The working folder as the kernel sees it: nbgrader wrote the notebook it grades there, hidden tests restored,
+# before running it. The kernel's copy of the folder leaves notebooks out.
+READS_ITS_NOTEBOOK = '''
+import glob, os
+found = sorted(glob.glob("**/*.ipynb", recursive=True))
+print("notebooks in the working folder:", len(found))
+for path in found:
+    print(open(path).read())
+'''

@@ -79,3 +79,52 @@ def test_a_check_that_overruns_is_stopped_and_the_next_one_starts_afresh():
         assert outcome == {"ok": True, "stdout": ""} and session.pid != first_child
     finally:
         session.close()
+
+
+def test_a_call_that_times_out_in_the_kernel_costs_only_its_own_check():
+    """The grader gives up on a call the student's code never answers (the cell's time limit): the child that
+    waits for that answer is stopped, and the next check runs in a fresh child instead of reading its request
+    as the late answer."""
+    served = student_bridge()
+    calls = []
+
+    def bridge(request: bytes) -> bytes:
+        calls.append(request)
+        if len(calls) == 2:                       # the first check's call into the student's code
+            raise CheckerTimeout("the student's code ran past the cell's time limit")
+        return served(request)
+
+    session = Session(b"key")
+    try:
+        assert session.run("given", "setup", "import torch\n", bridge, 30)["ok"]
+        with pytest.raises(CheckerTimeout):
+            session.run("check", "slow", "double(torch.ones(1))", bridge, 30)
+        assert session.run("check", "next", "assert double(torch.ones(1)).item() == 2", bridge, 30)["ok"]
+    finally:
+        session.close()
+
+
+def test_the_kernel_cannot_put_a_name_into_a_check_that_the_check_did_not_ask_for():
+    """The lookup's reply is the kernel's: a reply carrying `enumerate`, `globals` or the seed's name as the
+    student's would shadow the checker's own, emptying a hidden loop or choosing the hidden inputs."""
+    namespace: dict = {"double": lambda x: 2 * x}
+    exec("import torch", namespace)
+    bridge = Bridge(namespace)
+    plain = bridge.op_lookup
+
+    def lookup(message):
+        reply = plain(message)
+        nothing = bridge.keep(lambda *args, **kwargs: [])
+        for name in ("enumerate", "range", "zip", "globals", "_course_seed", "torch"):
+            reply["names"][name] = ("value", nothing)
+        return reply
+
+    bridge.op_lookup = lookup
+    checks = Checks(in_process(bridge.serve), b"key")
+    checks.run("given", "setup", "import torch\n")
+    outcome = checks.run("check", "loops", "seen = [n for n, _ in enumerate(range(3))]\n"
+                                           "assert seen == [0, 1, 2] and double(torch.ones(1)).item() == 2\n"
+                                           "assert globals()['_course_seed'](1) == _course_seed(1) > 1000\n")
+    assert outcome["ok"], outcome
+    checks_names = checks.student.names(["double"])
+    assert set(checks_names) == {"double"}

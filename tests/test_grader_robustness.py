@@ -175,6 +175,7 @@ CLASS = {
     "tensor-subclass": answer(attacks.TENSOR_SUBCLASS),
     "prints-every-cell": answer(attacks.PRINTS_EVERY_CELL + CORRECT),
     "reads-the-caller": answer(attacks.READS_THE_CALLER),
+    "reads-its-notebook": answer(CORRECT + attacks.READS_ITS_NOTEBOOK),
     "forged-code": answer(attacks.FORGED_CODE.format(setup=next(
         cell.source for cell in nbformat.read(COURSE.release_notebook(A), as_version=4).cells
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "setup"))),
@@ -629,6 +630,17 @@ def test_no_test_cell_ever_runs_in_the_kernel_so_none_reaches_feedback_in_any_en
     html = feedback_html(hostile, "prints-every-cell")          # the visible test code, never a hidden line
     assert not [line for line in hidden_lines(master) if line in html]
     assert total(hostile, "prints-every-cell") == (FULL, POINTS)
+
+
+def test_the_kernels_working_folder_holds_no_notebook_and_so_no_hidden_test(hostile):
+    """nbgrader writes the notebook it grades, hidden tests restored, into the folder the kernel's working folder
+    is copied from: a hand-in once printed them all into its own feedback, 22 of 22 and unflagged."""
+    from autograder.withhold import hidden_lines
+
+    printed = printed_text(hostile, "reads-its-notebook")
+    assert "notebooks in the working folder: 0" in printed, printed[:500]
+    assert not [line for line in hidden_lines(nbformat.read(COURSE.master_notebook(A), as_version=4)) if line in printed]
+    assert total(hostile, "reads-its-notebook") == (FULL, POINTS)
 
 
 def test_what_a_call_can_see_in_the_kernel_holds_nothing_of_the_checks(hostile):

@@ -60,15 +60,22 @@ def receive_exactly(connection: socket.socket, size: int) -> bytes:
 
 
 def global_names(code) -> set[str]:
-    """The global names a cell's code (and every function and class in it) reads."""
-    names, pending = set(), [code]
+    """The global names a cell's code (and every function and class in it) reads and does not define itself:
+    what a check needs from the notebook (its own helpers, `_test_...`, are never looked up, so a lookup does
+    not name the check)."""
+    read, written, pending = set(), set(), [code]
     while pending:
         current = pending.pop()
         for instruction in dis.get_instructions(current):
-            if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME") and isinstance(instruction.argval, str):
-                names.add(instruction.argval)
+            if not isinstance(instruction.argval, str):
+                continue
+            if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                read.add(instruction.argval)
+            elif instruction.opname in ("STORE_GLOBAL", "STORE_NAME") and current is code or \
+                    instruction.opname == "STORE_GLOBAL":
+                written.add(instruction.argval)
         pending.extend(constant for constant in current.co_consts if hasattr(constant, "co_code"))
-    return names
+    return read - written
 
 
 class BoundedText(io.TextIOBase):
@@ -115,7 +122,7 @@ class Checks:
         try:
             code = compile(source, f"<{name}>", "exec")
             if kind == "check":
-                wanted = global_names(code) - (set(self.namespace) - self.from_student) - set(dir(builtins))
+                wanted = global_names(code) - (set(self.namespace) - self.from_student) - set(dir(builtins)) - {SEED_NAME}
                 found = self.student.names(sorted(wanted)) if wanted else {}
                 for gone in (wanted & self.from_student) - set(found):
                     self.namespace.pop(gone, None)

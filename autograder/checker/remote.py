@@ -72,11 +72,14 @@ class Connection:
 
     def names(self, names: list[str]) -> dict:
         """The notebook's names among `names`, as the checker holds them (missing ones and modules left out)."""
-        found = self.request(op="lookup", names=sorted(names))["names"]
+        asked = set(names)
+        found = self.request(op="lookup", names=sorted(asked))["names"]
         held = {}
-        for name, (kind, value) in found.items():
-            if kind in ("value", "class"):
-                held[name] = self.wrap(value)
+        for name, entry in found.items() if isinstance(found, dict) else ():
+            # Only the names asked for: the reply is the kernel's, and a name nobody asked for (a builtin's,
+            # `globals`, the seed) would otherwise shadow the checker's own in the check's namespace.
+            if name in asked and isinstance(entry, (list, tuple)) and len(entry) == 2 and entry[0] in ("value", "class"):
+                held[name] = self.wrap(entry[1])
         return held
 
 

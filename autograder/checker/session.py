@@ -130,7 +130,12 @@ class Session:
                 frame, payload = receive(self.connection)
                 self.connection.settimeout(None)
                 if frame == b"B":
-                    send(self.connection, b"b", bridge(payload))
+                    try:
+                        answer = bridge(payload)
+                    except BaseException:
+                        self.close(kill=True)      # it waits for this answer: no later cell may be read as one
+                        raise
+                    send(self.connection, b"b", answer)
                 elif frame == b"D":
                     return json.loads(payload)
                 else:
