@@ -11,6 +11,7 @@ is graded by a fast path of trusted code (tools/mutation_grading.py); the engine
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -39,12 +40,21 @@ def nbgrader(course: Path, *args: str, check: bool = True, threads: int | None =
     return result
 
 
+# A scratch course's grading secret: fixed, so that the hidden inputs a catalog submission meets, and so the
+# messages the mutation report quotes, are the same in every run (a real course makes a random one).
+SCRATCH_SECRET = hashlib.sha256(b"the course's scratch courses: tests, the mutation report, benchmarks").digest()
+
+
 def make_course(root: Path) -> Path:
     """A scratch course with the masters and configuration, ready for `generate_assignment`."""
+    from autograder.course import SECRET_FILE
+
     scratch = Course(root)
     scratch.autograder.mkdir(parents=True)
     for name in CONFIGURATION_FILES:          # the code they load is the grading package's, whichever course they describe
         shutil.copy(COURSE.autograder / name, scratch.autograder)
+    (scratch.autograder / SECRET_FILE).write_bytes(SCRATCH_SECRET)
+    (scratch.autograder / SECRET_FILE).chmod(0o600)
     shutil.copytree(COURSE.folder("source"), scratch.folder("source"))
     scratch.prepare()
     return root
