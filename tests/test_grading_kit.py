@@ -19,7 +19,7 @@ import warnings
 
 import pytest
 
-from autograder.course import CONFIGURATION_FILES
+from autograder.course import CONFIGURATION_FILES, SECRET_FILE
 from autograder.course import Course
 from autograder.grading_kit import KIT_GRADEBOOK, build_kit, handed_in_files, read_folder, unpack_kit, write_folder
 from autograder.handins import REFUSED_TIMESTAMP
@@ -105,8 +105,9 @@ def test_the_kit_holds_the_configuration_the_assignment_and_its_definitions_but_
     (tmp_path / "outside.ipynb").write_text("never packed")
     kit = build_kit(kit_course, [ASSIGNMENT])
     members = kit_members(kit.data)
+    # The course's grading secret too: the workers draw the same hidden inputs as nbgrader autograde.
     assert sorted(members) == sorted([f"autograder/{KIT_GRADEBOOK}", *(f"autograder/{n}" for n in CONFIGURATION_FILES),
-                                      "solutions/a1", "solutions/a1/a1.ipynb",
+                                      f"autograder/{SECRET_FILE}", "solutions/a1", "solutions/a1/a1.ipynb",
                                       "exercises/a1", "exercises/a1/a1.ipynb", "exercises/a1/data.csv"])
     for name, member in members.items():
         if name != f"autograder/{KIT_GRADEBOOK}":           # the files the course has: no owner, no time
