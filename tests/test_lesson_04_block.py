@@ -81,3 +81,22 @@ def test_updates_keep_their_size_while_the_norms_increments_shrink(lesson):
     assert float(glued_value(values["update_stream_abs_cos"])) < 0.2
     last = float(glued_value(values["stream_norm_last"]))
     assert float(glued_value(values["stream_norm_pythagoras"])) == pytest.approx(last, rel=0.15)
+
+
+def test_the_caption_quotes_mean_increments_beside_the_dashed_lines_prediction(lesson):
+    """Expert review: the increments are noisy block to block, so the caption says "less and less on
+    average" and quotes the mean of the first four and of the last four blocks beside what the dashed
+    (Pythagoras) curve predicts for the same blocks; no raw boolean is glued into the prose."""
+    values = glued_text(lesson)
+    first4 = float(glued_value(values["stream_norm_first4_step"]))
+    last4 = float(glued_value(values["stream_norm_last4_step"]))
+    predicted_first4 = float(glued_value(values["pythagoras_first4_step"]))
+    predicted_last4 = float(glued_value(values["pythagoras_last4_step"]))
+    assert 0 < last4 and first4 > 2 * last4 and predicted_first4 > 2 * predicted_last4
+    assert first4 == pytest.approx(predicted_first4, rel=0.3)
+    assert last4 == pytest.approx(predicted_last4, rel=0.5)
+    every = glued_value(values["stream_norm_every_block_adds"])
+    assert glued_value(values["stream_norm_adds_text"]).startswith("every one of" if every else "")
+    source = " ".join((COURSE.root / "book" / "04-block.md").read_text().split())
+    assert "by less and less on average" in source
+    assert "{glue:text}`stream_norm_every_block_adds`" not in source

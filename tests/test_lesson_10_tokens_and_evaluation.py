@@ -115,6 +115,8 @@ def test_counting_baselines_are_smoothed_fairly_and_the_prose_reads_them_right(v
     assert [table[k]["floor"] for k in range(4)] == sorted((table[k]["floor"] for k in range(4)), reverse=True)
     add_one = [table[k]["add-one"] for k in (1, 2, 3)]
     assert add_one == sorted(add_one)                                  # "gets worse with context"
+    assert table[1]["add-one"] < table[0]["add-one"]                   # "...from one token of context on"
+    assert float(values["unigram_val"]) == pytest.approx(table[0]["add-one"], abs=0.006)
     small = [table[k]["add-0.01"] for k in (1, 2, 3)]
     assert small[1] < small[0] and small[2] > small[1]                 # "two beat one, three still lose"
     wb = [table[k]["Witten-Bell"] for k in (1, 2, 3)]
@@ -263,3 +265,17 @@ def test_the_cpu_budget_the_lesson_states_is_the_one_the_benchmark_reports():
     stated = re.search(r"the lesson's budget is (\d+) s", LESSON.read_text()).group(1)
     assert BUDGETED_LESSONS["book/10-tokens-and-evaluation.md"][1] == int(stated)
     assert "{glue:text}`lesson_cpu_text` seconds of CPU time" in LESSON.read_text()
+
+
+@pytest.mark.quick
+def test_the_prose_glues_words_not_booleans_or_plural_brackets():
+    """Expert review: a glued boolean renders as "(True)" and a count before "token(s)" reads badly; each
+    check is glued twice (the boolean for the tests, a word for the page) and the page shows the word."""
+    import re
+
+    source = (COURSE.root / "book" / "10-tokens-and-evaluation.md").read_text()
+    checks = re.findall(r'glue_check\("(\w+)"', source)
+    assert len(checks) >= 10
+    for name in checks:
+        assert f"{{glue:text}}`{name}`" not in source and f"{{glue:text}}`{name}_text`" in source
+    assert "(s)" not in " ".join(line for line in source.splitlines() if "{glue:text}" in line)

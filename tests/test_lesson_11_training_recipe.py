@@ -148,3 +148,48 @@ def test_the_cpu_budget_the_lesson_states_is_the_one_the_benchmark_reports():
     stated = re.search(r"the lesson's budget is (\d+) s", LESSON.read_text()).group(1)
     assert BUDGETED_LESSONS["book/11-training-recipe.md"][1] == int(stated)
     assert "{glue:text}`lesson_cpu_text` seconds of CPU time" in LESSON.read_text()
+
+
+def test_lambdalr_sets_factor_0_at_construction_and_factor_1_after_the_first_step(values):
+    """Expert review: LambdaLR is taught where train() uses it; the constructor already sets the rate to
+    the peak times factor(0), and the first scheduler.step() (after optimizer.step()) to factor(1)."""
+    built, following = values["lambda_rates"]
+    assert built == pytest.approx(0.01 / 20) and following == pytest.approx(0.01 * 2 / 20)
+    assert values["lambda_rate_built"] == "0.0005" and values["lambda_rate_next"] == "0.0010"
+
+
+def test_the_prose_glues_words_not_booleans_or_plural_brackets(values):
+    """Expert review: "(True)" and "1 thread(s)" read badly on the page; the page glues words."""
+    assert values["groups_cover_text"] == "Together they are every parameter once"
+    threads = values["threads"]
+    assert values["threads_text"] == f"{threads} thread" + ("" if threads == 1 else "s")
+    source = LESSON.read_text()
+    assert "({glue:text}`groups_cover_model`)" not in source and "thread(s)" not in source
+
+
+@pytest.mark.quick
+def test_the_page_keeps_the_corrections_of_the_second_expert_reading():
+    """Expert review: clipping shrinks a spike before it enters Adam's averages (at 1.0 the jump is cut,
+    not removed, as the spike cell measures); the 3.2 bound is for a single spike after small gradients;
+    the decay rule by shape is credited to GPT-1's paper and released code."""
+    source = " ".join(LESSON.read_text().split())
+    assert "Clipping keeps the spike out of both" not in source
+    assert "Clipping shrinks the spike before it enters both averages" in source
+    assert "keeps the spike's square out" not in source
+    assert "times the rate for a single spike after small gradients" in source
+    assert '"on all non bias or gain weights" {footcite:p}`radford2018improving`' in source
+    assert "{footcite:p}`openai2018finetunecode`" in source
+    assert "which a plot of 120 steps hardly shows" not in source
+
+
+def test_the_right_panel_shows_the_unclipped_runs_late_stall(values):
+    """Expert review: the side-by-side figure's right panel does show what the unclipped run's spike cost
+    (a smaller update per rate in the last quarter of the run than the clipped run's), and the count of
+    clipped steps is given per seed beside the three-seed gain, not seed 0's count alone."""
+    assert values["late_start"] == values["recipe_steps"] * 3 // 4
+    assert values["unclipped_spike_step"] < values["late_start"]
+    assert float(values["unclipped_spike_norm"]) > 2 * float(values["norm_before_max"])
+    assert float(values["late_update_unclipped"]) < 0.9 * float(values["late_update_clipped"])
+    by_seed = values["clipped_steps_by_seed"]
+    assert len(by_seed) == 3 and by_seed[0] == values["clipped_steps"]
+    assert values["clipped_steps_by_seed_text"] == ", ".join(str(n) for n in by_seed)
