@@ -128,3 +128,16 @@ def test_the_kernel_cannot_put_a_name_into_a_check_that_the_check_did_not_ask_fo
     assert outcome["ok"], outcome
     checks_names = checks.student.names(["double"])
     assert set(checks_names) == {"double"}
+
+
+def test_what_a_check_writes_below_python_never_fills_a_pipe_the_grader_does_not_read():
+    """Output written to the process's own descriptors (PyTorch's C++ warnings, a C library) bypasses the check's
+    capture: it goes nowhere, so that a grading process's checker never blocks on a full pipe."""
+    bridge = student_bridge()
+    session = Session(b"key")
+    try:
+        outcome = session.run("check", "floods", "import os\nfor _ in range(64):\n    os.write(2, b'x' * 65536)\n"
+                                                 "    os.write(1, b'y' * 65536)\n", bridge, 30)
+        assert outcome == {"ok": True, "stdout": ""}
+    finally:
+        session.close()

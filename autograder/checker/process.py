@@ -187,6 +187,10 @@ def main(socket_path: str, watch: int, imports: list[str]) -> None:
     server.bind(socket_path)
     server.listen(64)
     print("ready", flush=True)
+    null = os.open(os.devnull, os.O_WRONLY)             # the grader reads nothing more: a full pipe would block
+    os.dup2(null, 1)                                    # a child that writes to it (PyTorch's C++ warnings)
+    os.dup2(null, 2)
+    os.close(null)
     while True:
         ready, _, _ = select.select([server, watch], [], [])
         if watch in ready:                                   # the grader has gone

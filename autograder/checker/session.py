@@ -53,6 +53,8 @@ class CheckerParent:
             said = self.process.stderr.read(4000).decode(errors="replace") if not ready else ""
             self.stop()
             raise RuntimeError(f"the checker could not start: {said.strip()[-500:] or 'no answer'}")
+        self.process.stdout.close()
+        self.process.stderr.close()
 
     def alive(self) -> bool:
         return self.process.poll() is None
