@@ -193,3 +193,24 @@ def test_the_right_panel_shows_the_unclipped_runs_late_stall(values):
     by_seed = values["clipped_steps_by_seed"]
     assert len(by_seed) == 3 and by_seed[0] == values["clipped_steps"]
     assert values["clipped_steps_by_seed_text"] == ", ".join(str(n) for n in by_seed)
+
+
+@pytest.mark.quick
+def test_the_schedule_diagram_draws_the_lessons_warmup_cosine():
+    """lr-schedule.svg's two curves are warmup_cosine(120) with 20 warmup steps, point by point (the lesson's
+    own function, read from its code cell)."""
+    import math
+    import re
+
+    source = LESSON.read_text()
+    code = source[source.index("def warmup_cosine(steps):"):]
+    namespace = {"math": math, "warmup_steps": 20}
+    exec(code[:code.index("\nschedule = ")], namespace)
+    factor = namespace["warmup_cosine"](120)
+    svg = (COURSE.root / "book" / "_static" / "diagrams" / "lr-schedule.svg").read_text()
+    points = [tuple(map(float, pair.split(","))) for line in re.findall(r'points="([^"]+)"', svg)
+              for pair in line.split()]
+    assert len(points) == 21 + 100                     # steps 0-20 of the warmup, 20-119 of the decay
+    steps = [*range(21), *range(20, 120)]
+    for (x, y), step in zip(points, steps):
+        assert abs(x - (80 + 440 * step / 120)) < 0.06 and abs(y - (300 - 240 * factor(step))) < 0.06, step
