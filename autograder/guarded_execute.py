@@ -46,6 +46,15 @@ HERE = Path(__file__).resolve().parent
 BASE64_REPR = re.compile(r"'[A-Za-z0-9+/=]*'")          # the bridge's reply as the kernel's repr shows it
 
 
+def dig(value, *keys):
+    """value[key][key]..., or None where a level is not a dict: a kernel's reply has whatever shape it chose."""
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
 def hand_in_key(nb, secret: bytes) -> bytes:
     """What the checker's hidden inputs are drawn from: the course's secret and the hand-in's own code (its
     answers and any cell the student added), so that a regrade meets the same inputs, any change of an answer
@@ -380,11 +389,11 @@ class GuardedExecute(Execute):
         reply = self.wait_for_reply(msg_id, self._cell)
         if reply is None:                      # the call ran past the cell's time: nbclient interrupted it
             raise checker_session.CheckerTimeout("the student's code ran past the cell's time limit")
-        result = (reply or {}).get("content", {}).get("user_expressions", {}).get("reply", {})
-        text = (result.get("data") or {}).get("text/plain") if isinstance(result, dict) else None
-        if result.get("status") == "ok" and isinstance(text, str) and BASE64_REPR.fullmatch(text):
+        result = dig(reply, "content", "user_expressions", "reply") or {}
+        text = dig(result, "data", "text/plain")
+        if dig(result, "status") == "ok" and isinstance(text, str) and BASE64_REPR.fullmatch(text):
             return base64.b64decode(text[1:-1])
-        what = (result.get("ename") if isinstance(result, dict) else None) or "no answer"
+        what = dig(result, "ename") or "no answer"
         return pack({"raised": {"type": "RuntimeError", "bases": ["RuntimeError"],
                                 "message": f"your notebook's kernel did not answer the check ({str(what)[:100]})"}})
 
@@ -410,10 +419,10 @@ class GuardedExecute(Execute):
             expression = "__import__('sys').modules['_course_guard'].report()"
         msg_id = self.kc.execute("", silent=True, store_history=False, user_expressions={"guard": expression})
         reply = self.wait_for_reply(msg_id, self._cell)
-        result = (reply or {}).get("content", {}).get("user_expressions", {}).get("guard", {})
-        if result.get("status") != "ok":
+        result = dig(reply, "content", "user_expressions", "guard")
+        if dig(result, "status") != "ok":
             return None
-        text = (result.get("data") or {}).get("text/plain")
+        text = dig(result, "data", "text/plain")
         # The reply is the kernel's text: its size is checked before it is parsed (literal_eval holds about
         # 500 bytes per byte of `0,`: an 8 MB reply took 4 GB of the grader's memory, outside every limit of
         # the submission's). An oversized reply is no answer, which the verdict counts as tampering.

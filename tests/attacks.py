@@ -383,3 +383,9 @@ print("notebooks in the working folder:", len(found))
 for path in found:
     print(open(path).read())
 '''
+
+# A kernel whose replies to the grader's expressions have another shape than a dict: the check's request then
+# gets no answer, which is the student's loss, never the grader's crash.
+MISSHAPEN_REPLIES = '''
+get_ipython().user_expressions = lambda expressions: ["not", "a", "dict"]
+'''

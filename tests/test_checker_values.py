@@ -175,3 +175,96 @@ class Tiny(nn.Module):
     assert model.training is True
     model.eval()
     assert model.training is False
+
+
+MLP = '''
+import torch
+from torch import nn
+def gelu_tanh(x):
+    return x * 0                      # Part 1 left wrong: a check of the MLP swaps it for a reference
+class MLP(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.up, self.down = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+        self.head = nn.Linear(width, width, bias=False)
+        self.head.weight = self.down.weight if width == 4 * width else self.head.weight
+    def forward(self, x):
+        return self.down(gelu_tanh(self.up(x)))
+'''
+
+
+def test_a_modules_parameters_are_mirrored_written_back_and_kept_in_step():
+    """A parameter crosses as one mirror per kernel tensor: the check's in-place writes reach the kernel before
+    the next call, the kernel's changes (an optimizer's step, a backward's .grad) reach the mirror after it."""
+    student = notebook(MLP)
+    names = student.names(["MLP", "gelu_tanh"])
+    mlp = names["MLP"](3)
+    up, down = mlp.up, mlp.down
+    assert up.weight is mlp.up.weight and isinstance(up.weight, torch.nn.Parameter)
+    with torch.no_grad():
+        for p in down.parameters():
+            p.zero_()
+        down.bias += 1.5
+    assert torch.equal(mlp(torch.randn(2, 3)), torch.full((2, 3), 1.5))     # the kernel's down was written
+    student.namespace()["gelu_tanh"] = __import__("functools").partial(torch.nn.functional.gelu, approximate="tanh")
+    loss = mlp(torch.randn(4, 3)).sum()
+    loss.backward()
+    assert torch.equal(down.bias.grad, torch.full((3,), 4.0))               # autograd ran in the kernel
+    optimizer = student.names(["torch"]).get("torch")                        # modules are never sent
+    assert optimizer is None
+    before = up.weight.detach().clone()
+    with torch.no_grad():                        # (a write through .data has its own version: checks use no_grad)
+        mlp.up.weight.mul_(2)                                                # a write the kernel sees next
+    assert torch.equal(mlp.up.weight, 2 * before)
+
+
+def test_the_checks_namespace_swaps_reach_the_notebook_and_are_undone():
+    student = notebook(MLP)
+    names = student.namespace()
+    yours = names.get("gelu_tanh")
+    assert "gelu_tanh" in names and "nothing_here" not in names and names.get("nothing_here", 7) == 7
+    names["gelu_tanh"] = torch.tanh
+    assert torch.equal(student.names(["gelu_tanh"])["gelu_tanh"](torch.ones(2)), torch.tanh(torch.ones(2)))
+    names["gelu_tanh"] = yours
+    assert torch.equal(student.names(["gelu_tanh"])["gelu_tanh"](torch.ones(2)), torch.zeros(2))
+    del names["gelu_tanh"]
+    assert "gelu_tanh" not in names
+    with pytest.raises(TypeError, match="cannot be sent"):
+        names["gelu_tanh"] = lambda x: x                # the checker's own code never runs in the kernel
+
+
+def test_calls_run_under_the_checks_device_seed_and_class_checks():
+    """`with torch.device("meta")` around a construction builds it there (no bytes cross); the student's random
+    draws follow the check's seed, so a check seeded alike sees the same module; isinstance against PyTorch's
+    classes is answered as in the kernel."""
+    student = notebook(MLP)
+    build = student.names(["MLP"])["MLP"]
+    with torch.device("meta"):
+        big = build(768)
+    assert sum(p.numel() for p in big.parameters()) == 8 * 768**2 + 5 * 768 + 768**2
+    assert all(p.is_meta for p in big.parameters())
+    torch.manual_seed(3)
+    first = build(4).up.weight.detach().clone()
+    torch.manual_seed(3)
+    assert torch.equal(build(4).up.weight, first)
+    assert not torch.equal(build(4).up.weight, first)
+    mlp = build(2)
+    assert isinstance(mlp, torch.nn.Module) and isinstance(mlp.up, torch.nn.Linear)
+    assert not isinstance(mlp.up, torch.nn.LayerNorm) and not isinstance(build, torch.nn.Module)
+
+
+def test_a_tensor_reference_or_library_path_from_the_kernel_is_read_strictly():
+    ref = values.unpack(values.pack({"p": values.TensorRef(4, torch.ones(2))}), 2**20)["p"]
+    assert isinstance(ref, values.TensorRef) and ref.number == 4 and torch.equal(ref.tensor, torch.ones(2))
+
+    def raw(header) -> bytes:
+        text = json.dumps(header).encode()
+        return struct.pack("<I", len(text)) + text
+
+    for forged in ({"$ref": [1, {"$opaque": ["x", ""]}]}, {"$ref": [1, 2]}, {"$ref": ["1", {"$meta": ["float32", [2], False]}]},
+                   {"$library": ["torch.tanh", [], {}]}, {"$meta": ["float32", [2**40], False]}):
+        with pytest.raises(values.Refused):
+            values.unpack(raw(forged), 2**20)
+    with pytest.raises(ValueError, match="not a PyTorch function"):
+        values.Library("os.system").resolve()
+    assert values.Library.of(lambda x: x) is None and values.Library.of(print) is None

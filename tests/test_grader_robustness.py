@@ -176,6 +176,7 @@ CLASS = {
     "prints-every-cell": answer(attacks.PRINTS_EVERY_CELL + CORRECT),
     "reads-the-caller": answer(attacks.READS_THE_CALLER),
     "reads-its-notebook": answer(CORRECT + attacks.READS_ITS_NOTEBOOK),
+    "misshapen-replies": answer(CORRECT + attacks.MISSHAPEN_REPLIES),
     "forged-code": answer(attacks.FORGED_CODE.format(setup=next(
         cell.source for cell in nbformat.read(COURSE.release_notebook(A), as_version=4).cells
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "setup"))),
@@ -641,6 +642,15 @@ def test_the_kernels_working_folder_holds_no_notebook_and_so_no_hidden_test(host
     assert "notebooks in the working folder: 0" in printed, printed[:500]
     assert not [line for line in hidden_lines(nbformat.read(COURSE.master_notebook(A), as_version=4)) if line in printed]
     assert total(hostile, "reads-its-notebook") == (FULL, POINTS)
+
+
+def test_a_kernel_that_answers_in_another_shape_loses_its_checks_and_crashes_nothing(hostile):
+    """The kernel chooses the shape of its replies to the grader's expressions: a list where a dict belongs gets
+    the checks no answer (the student's loss, with a message that says so), and the notebook is graded."""
+    assert "misshapen-replies" not in {failure["student"] for failure in HOSTILE_SUMMARY[0]["failed"]}
+    assert total(hostile, "misshapen-replies") == (0, POINTS)
+    shown = outcome(hostile["misshapen-replies"], "misshapen-replies")["shown"]
+    assert all("did not answer the check" in message for message in shown.values()), shown
 
 
 def test_what_a_call_can_see_in_the_kernel_holds_nothing_of_the_checks(hostile):

@@ -17,12 +17,29 @@ import types
 import torch
 
 try:
-    from autograder.checker.values import ArgumentRef, Handle, Opaque, pack, tensor_bytes, unpack
+    from autograder.checker.values import (ArgumentRef, Handle, Library, Opaque, TensorRef, pack, tensor_bytes,
+                                           unpack)
 except ImportError:       # in the grading kernel, where kernel_startup.py loads values.py beside this file
-    from _course_checker_values import ArgumentRef, Handle, Opaque, pack, tensor_bytes, unpack
+    from _course_checker_values import ArgumentRef, Handle, Library, Opaque, TensorRef, pack, tensor_bytes, unpack
 
 MOST_REQUEST_BYTES = 64 * 2**20
 MOST_ITEMS = 10_000          # what a generator the student's code returns is turned into, at most
+
+
+DEVICES = ("cpu", "meta")   # the default devices a check may set around a call (`with torch.device("meta")`)
+
+
+def torch_bases(kind: type) -> list[str]:
+    """The qualified names of the PyTorch classes a type derives from, nearest first."""
+    return [f"{base.__module__}.{base.__qualname__}" for base in kind.__mro__
+            if base.__module__.startswith("torch.")][:20]
+
+
+def stamp(tensor: torch.Tensor) -> tuple:
+    """What changes when a tensor or its gradient is written in place or replaced."""
+    grad = tensor.grad
+    return (tensor._version, tensor.data_ptr() if not tensor.is_meta else id(tensor), tuple(tensor.shape),
+            id(grad), grad._version if grad is not None else None)
 
 
 def describe_error(error: BaseException) -> dict:
@@ -41,19 +58,41 @@ class Bridge:
         self.objects: dict[int, object] = {}
         self.numbers = itertools.count(1)
         self.graphs: dict[int, tuple[list, list]] = {}       # call number -> (inputs, outputs) for backward
+        self.tensor_numbers: dict[int, int] = {}             # id(parameter) -> its number
+        self.stamps: dict[int, tuple] = {}                   # number -> the parameter's stamp when last sent
 
     # --- the wire ----------------------------------------------------------------------------------------
 
     def serve(self, request: bytes) -> bytes:
         try:
             message = unpack(request, MOST_REQUEST_BYTES, strict=False)
+            for ref in message.get("writes") or ():          # the check changed parameters it holds: here too
+                self.resolve(ref)
             reply = getattr(self, f"op_{message['op']}")(message)
         except Exception as error:                           # the student's code raised, or the request was bad
             reply = {"raised": describe_error(error)}
         try:
-            return pack(reply, self.keep)
+            reply["updates"] = self.updated()
+            return pack(reply, self.keep, self.refer)
         except Exception as error:
             return pack({"raised": describe_error(error)})
+
+    def refer(self, tensor: torch.Tensor):
+        """A parameter travels as a TensorRef: the checker mirrors it, and it stays the kernel's object."""
+        if not isinstance(tensor, torch.nn.Parameter):
+            return None
+        number = self.tensor_numbers.get(id(tensor))
+        if number is None or self.objects.get(number) is not tensor:
+            number = next(self.numbers)
+            self.objects[number] = tensor
+            self.tensor_numbers[id(tensor)] = number
+        self.stamps[number] = stamp(tensor)
+        return number
+
+    def updated(self) -> list:
+        """The parameters the checker mirrors that changed here since they were last sent (their new values)."""
+        return [self.objects[number] for number, was in list(self.stamps.items())
+                if number in self.objects and stamp(self.objects[number]) != was]
 
     def serve_text(self, request: str) -> str:
         """serve() for the grader's kernel client, which sends code and reads text: base64 both ways."""
@@ -70,13 +109,31 @@ class Bridge:
                               torch.nn.Module, torch.optim.Optimizer)) or callable(value):
             number = next(self.numbers)
             self.objects[number] = value
-            return Handle(number, type(value).__name__ if not isinstance(value, type) else value.__name__)
+            kind = value if isinstance(value, type) else type(value)
+            return Handle(number, type(value).__name__ if not isinstance(value, type) else value.__name__,
+                          tuple(torch_bases(kind)) if not isinstance(value, type) else ())
         return Opaque(type(value).__name__, repr_short(value))
 
     def resolve(self, value):
         """Handles in a request back into the objects they name."""
         if isinstance(value, Handle):
             return self.objects[value.number]
+        if isinstance(value, TensorRef):                     # the kernel's own tensor, with the checker's value
+            target = self.objects[value.number]
+            if not isinstance(target, torch.Tensor):
+                raise TypeError("a tensor reference names something else")
+            with torch.no_grad():
+                if target.shape == value.tensor.shape and target.dtype == value.tensor.dtype:
+                    if not target.is_meta:
+                        target.copy_(value.tensor)
+                else:
+                    target.data = value.tensor.detach().clone()
+            grad = value.tensor.grad
+            target.grad = grad if grad is not None and target.requires_grad else None
+            self.stamps[value.number] = stamp(target)
+            return target
+        if isinstance(value, Library):
+            return value.resolve()
         if type(value) is list:
             return [self.resolve(item) for item in value]
         if type(value) is tuple:
@@ -106,19 +163,36 @@ class Bridge:
     def op_call(self, message) -> dict:
         target = self.objects[message["target"]]
         args, kwargs = self.resolve(message["args"]), self.resolve(message["kwargs"])
-        before = {path: tensor_bytes(tensor) for path, tensor in tensors_in((args, kwargs))}
-        with torch.set_grad_enabled(bool(message.get("grad"))):
+        before = {path: tensor_bytes(tensor) for path, tensor in tensors_in((args, kwargs))
+                  if not isinstance(tensor, torch.nn.Parameter)}
+        device = message.get("device", "cpu")
+        if device not in DEVICES:
+            raise ValueError(f"a call on the device {str(device)[:40]!r}")
+        if type(message.get("seed")) is int:                 # the check's random stream decides the student's draws
+            torch.manual_seed(message["seed"])
+        with torch.set_grad_enabled(bool(message.get("grad"))), torch.device(device):
             result = target(*args, **kwargs)
         changed = {path_key(path): tensor.detach() for path, tensor in tensors_in((args, kwargs))
-                   if tensor_bytes(tensor) != before.get(path)}
+                   if not isinstance(tensor, torch.nn.Parameter) and tensor_bytes(tensor) != before.get(path)}
         reply = {"result": refer_to_arguments(result, (args, kwargs)), "changed": changed}
         outputs = [tensor for _, tensor in tensors_in(result)]
         if message.get("grad") and any(tensor.requires_grad for tensor in outputs):
-            inputs = [tensor for _, tensor in tensors_in((args, kwargs)) if tensor.requires_grad]
+            inputs = [tensor for _, tensor in tensors_in((args, kwargs))
+                      if tensor.requires_grad and not isinstance(tensor, torch.nn.Parameter)]
             number = next(self.numbers)
             self.graphs[number] = (inputs, outputs)
             reply["graph"] = number
         return reply
+
+    def op_assign(self, message) -> dict:
+        """A check sets a name of the notebook (for example a reference GELU in place of the student's, while it
+        tests a part that uses it); the value is the checker's: a plain value, a handle or a PyTorch function."""
+        self.namespace[str(message["name"])] = self.resolve(message["value"])
+        return {}
+
+    def op_delete(self, message) -> dict:
+        self.namespace.pop(str(message["name"]), None)
+        return {}
 
     def op_getattr(self, message) -> dict:
         return {"value": getattr(self.objects[message["target"]], message["name"])}

@@ -34,6 +34,7 @@ HEADER = struct.Struct("<cI")
 MOST_FRAME = 64 * 2**20
 MOST_STDOUT = 256 * 2**10
 SEED_NAME = "_course_seed"
+NAMESPACE_NAME = "_course_namespace"     # the student's namespace, for a check that swaps a name for a while
 
 
 def send(connection: socket.socket, kind: bytes, payload: bytes) -> None:
@@ -122,13 +123,15 @@ class Checks:
         try:
             code = compile(source, f"<{name}>", "exec")
             if kind == "check":
-                wanted = global_names(code) - (set(self.namespace) - self.from_student) - set(dir(builtins)) - {SEED_NAME}
+                own = (set(self.namespace) - self.from_student) | set(dir(builtins)) | {SEED_NAME, NAMESPACE_NAME}
+                wanted = global_names(code) - own
                 found = self.student.names(sorted(wanted)) if wanted else {}
                 for gone in (wanted & self.from_student) - set(found):
                     self.namespace.pop(gone, None)
                 self.namespace.update(found)
                 self.from_student |= set(found)
             self.namespace[SEED_NAME] = self.seed
+            self.namespace[NAMESPACE_NAME] = self.student.namespace
             with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
                 exec(code, self.namespace)
         except BaseException as error:                         # noqa: BLE001 (the check failed: said, not raised)

@@ -27,12 +27,13 @@ Three things a check may rely on keep working across the boundary:
 from __future__ import annotations
 
 import builtins
+import sys
 
 import torch
 
 from autograder.checker import values
 from autograder.checker.bridge import tensors_in
-from autograder.checker.values import ArgumentRef, Handle, Opaque
+from autograder.checker.values import ArgumentRef, Handle, Library, Opaque, TensorRef
 
 MOST_REPLY_BYTES = 64 * 2**20
 
@@ -43,23 +44,72 @@ class Connection:
 
     def __init__(self, send):
         self.send = send
+        self.mirrors: dict[int, torch.Tensor] = {}      # the kernel's parameters, as the checker holds them
+        self.mirror_numbers: dict[int, int] = {}        # id(mirror) -> its number in the kernel
+        self.synced: dict[int, int] = {}                # number -> the mirror's _version when last in step
 
     def request(self, **message) -> dict:
-        reply = values.unpack(self.send(values.pack(message, self.handle_of)), MOST_REPLY_BYTES)
+        changed = [TensorRef(number, mirror) for number, mirror in self.mirrors.items()
+                   if mirror._version != self.synced[number]]
+        if changed:                                     # a check wrote to a parameter it holds: the kernel's too
+            message["writes"] = changed
+            for ref in changed:
+                self.synced[ref.number] = ref.tensor._version
+        reply = values.unpack(self.send(values.pack(message, self.handle_of, self.refer)), MOST_REPLY_BYTES)
         if not isinstance(reply, dict):
             raise values.Refused("the bridge's reply is not one")
+        for ref in reply.get("updates") or ():          # the student's code changed parameters the checker holds
+            if isinstance(ref, TensorRef):
+                self.mirror(ref)
         if "raised" in reply:
             raise student_exception(reply["raised"])
         return reply
+
+    def refer(self, tensor: torch.Tensor):
+        return self.mirror_numbers.get(id(tensor))
+
+    def mirror(self, ref: TensorRef) -> torch.Tensor:
+        """The checker's one tensor for a parameter of the kernel's, brought in step with the value it arrived
+        with."""
+        new = ref.tensor
+        held = self.mirrors.get(ref.number)
+        if held is None:
+            held = torch.nn.Parameter(new.detach(), requires_grad=new.requires_grad)
+            self.mirrors[ref.number] = held
+            self.mirror_numbers[id(held)] = ref.number
+        else:
+            with torch.no_grad():
+                if held.shape == new.shape and held.dtype == new.dtype and held.device == new.device:
+                    if not held.is_meta:
+                        held.copy_(new)
+                else:
+                    held.data = new.detach()
+            if held.requires_grad != new.requires_grad:
+                held.requires_grad_(new.requires_grad)
+        held.grad = new.grad if held.requires_grad else None
+        self.synced[ref.number] = held._version
+        return held
 
     @staticmethod
     def handle_of(value):
         if isinstance(value, StudentObject):
             return object.__getattribute__(value, "_handle")
+        library = Library.of(value)
+        if library is not None:
+            return library
         raise TypeError(f"a {type(value).__name__} of the checker's cannot be sent to the student's code")
 
+    def call_context(self) -> dict:
+        """What a call in the kernel runs under, as the check's own code would: grad mode, the default device,
+        and a seed for the student's random draws, drawn from the check's random stream (so a check that seeds
+        alike sees the same module; nothing the kernel does moves the check's stream)."""
+        seed = int(torch.randint(0, 2**62, (), dtype=torch.int64, device="cpu").item())
+        return {"grad": torch.is_grad_enabled(), "device": str(torch.get_default_device()), "seed": seed}
+
     def wrap(self, value):
-        """A reply's value, with handles made into StudentObjects."""
+        """A reply's value, with handles made into StudentObjects and parameters into their mirrors."""
+        if isinstance(value, TensorRef):
+            return self.mirror(value)
         if isinstance(value, Handle):
             return StudentObject(self, value)
         if type(value) is list:
@@ -69,6 +119,9 @@ class Connection:
         if type(value) is dict:
             return {key: self.wrap(item) for key, item in value.items()}
         return value
+
+    def namespace(self) -> "StudentNamespace":
+        return StudentNamespace(self)
 
     def names(self, names: list[str]) -> dict:
         """The notebook's names among `names`, as the checker holds them (missing ones and modules left out)."""
@@ -113,6 +166,13 @@ class StudentObject:
     def __repr__(self) -> str:
         return f"<{object.__getattribute__(self, '_handle').type_name} of the student's>"
 
+    @property
+    def __class__(self):
+        """A stand-in for the student's class, derived from the nearest PyTorch class it derives from, so that
+        `isinstance(block.ln_1, nn.LayerNorm)` is answered as in the kernel (and nothing more is claimed)."""
+        handle = object.__getattribute__(self, "_handle")
+        return stand_in_class(handle.type_name, handle.bases)
+
     def __getattr__(self, name: str):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
@@ -130,9 +190,65 @@ class StudentObject:
                     args, kwargs)
 
 
+def stand_in_class(name: str, bases: tuple) -> type:
+    for qualified in bases:
+        module, _, attribute = qualified.rpartition(".")
+        found = sys.modules.get(module)                 # only what the checker has imported: nothing is loaded
+        for part in attribute.split(".") if found is not None else ():
+            found = getattr(found, part, None)
+        if isinstance(found, type):
+            return _stand_in(name if name.isidentifier() else "StudentClass", found)
+    return StudentObject
+
+
+_STAND_INS: dict = {}
+
+
+def _stand_in(name: str, base: type) -> type:
+    key = (name, base)
+    if key not in _STAND_INS:
+        _STAND_INS[key] = type(name, (base,), {"__module__": "student"})
+    return _STAND_INS[key]
+
+
+class StudentNamespace:
+    """The student's notebook namespace, as a check that swaps a name for a while sees it (`names =
+    _course_namespace()` in the checker, `globals()` in the kernel): reads, writes and deletes go to the kernel."""
+
+    def __init__(self, connection: Connection):
+        self._connection = connection
+
+    def _entry(self, name: str):
+        found = self._connection.request(op="lookup", names=[name])["names"]
+        entry = found.get(name) if isinstance(found, dict) else None
+        if isinstance(entry, (list, tuple)) and len(entry) == 2 and entry[0] in ("value", "class"):
+            return True, self._connection.wrap(entry[1])
+        return bool(isinstance(entry, (list, tuple)) and entry and entry[0] == "module"), None
+
+    def __contains__(self, name) -> bool:
+        return self._entry(name)[0]
+
+    def get(self, name, default=None):
+        present, value = self._entry(name)
+        return value if present else default
+
+    def __getitem__(self, name):
+        present, value = self._entry(name)
+        if not present:
+            raise KeyError(name)
+        return value
+
+    def __setitem__(self, name, value) -> None:
+        self._connection.request(op="assign", name=name, value=value)
+
+    def __delitem__(self, name) -> None:
+        self._connection.request(op="delete", name=name)
+
+
 def call(connection: Connection, handle: Handle, args: tuple, kwargs: dict):
-    grad = torch.is_grad_enabled()
-    reply = connection.request(op="call", target=handle.number, args=args, kwargs=kwargs, grad=grad)
+    context = connection.call_context()
+    grad = context["grad"]
+    reply = connection.request(op="call", target=handle.number, args=args, kwargs=kwargs, **context)
     arguments = (args, kwargs)
     own = dict(tensors_in(arguments))
     for key, new in (reply.get("changed") or {}).items():
@@ -148,7 +264,8 @@ def call(connection: Connection, handle: Handle, args: tuple, kwargs: dict):
     result = with_arguments(result, arguments)
     if grad and "graph" in reply:
         result = attach(connection, reply["graph"], result, [tensor for _, tensor in tensors_in(arguments)
-                                                             if tensor.requires_grad])
+                                                             if tensor.requires_grad
+                                                             and id(tensor) not in connection.mirror_numbers])
     else:
         result = detached(result)
     return result

@@ -41,12 +41,13 @@ class Refused(Exception):
 
 
 class Handle:
-    """An object that stays in the student's kernel: its number there and its type's name."""
+    """An object that stays in the student's kernel: its number there, its type's name and the PyTorch classes
+    its type derives from (their qualified names, so that `isinstance(handle, nn.Module)` can be answered)."""
 
-    __slots__ = ("number", "type_name")
+    __slots__ = ("number", "type_name", "bases")
 
-    def __init__(self, number: int, type_name: str):
-        self.number, self.type_name = number, type_name
+    def __init__(self, number: int, type_name: str, bases: tuple = ()):
+        self.number, self.type_name, self.bases = number, type_name, tuple(bases)
 
     def __repr__(self) -> str:
         return f"<{self.type_name} in the student's kernel #{self.number}>"
@@ -66,6 +67,62 @@ class Opaque:
         return f"<{self.type_name}: {self.text}>"
 
 
+class TensorRef:
+    """A tensor that lives in the student's kernel as part of an object (a module's parameter): its number there
+    and its current value. The checker keeps one mirror per number, so identity holds (`head.weight is
+    token.weight`), writes the mirror back when a check changes it, and updates it when the kernel does."""
+
+    __slots__ = ("number", "tensor")
+
+    def __init__(self, number: int, tensor):
+        self.number, self.tensor = number, tensor
+
+
+class Library:
+    """A PyTorch function by its path from `torch` (with arguments bound, as functools.partial binds them): what
+    a check can put into the student's namespace, for example a reference GELU in place of the student's."""
+
+    __slots__ = ("path", "args", "kwargs")
+
+    def __init__(self, path: str, args: tuple = (), kwargs: dict | None = None):
+        self.path, self.args, self.kwargs = path, tuple(args), dict(kwargs or {})
+
+    def resolve(self):
+        import functools
+
+        parts = self.path.split(".")
+        if parts[0] != "torch" or not all(part.isidentifier() for part in parts):
+            raise ValueError(f"not a PyTorch function: {self.path[:100]}")
+        target = torch
+        for part in parts[1:]:
+            target = getattr(target, part)
+        if not callable(target):
+            raise ValueError(f"not a PyTorch function: {self.path[:100]}")
+        return functools.partial(target, *self.args, **self.kwargs) if self.args or self.kwargs else target
+
+    @staticmethod
+    def of(function):
+        """The Library that names a PyTorch function (or a functools.partial of one), or None."""
+        import functools
+
+        args, kwargs = (), {}
+        if isinstance(function, functools.partial):
+            function, args, kwargs = function.func, function.args, function.keywords
+        module, name = getattr(function, "__module__", None) or "", getattr(function, "__qualname__", "")
+        short = getattr(function, "__name__", "")
+        if not all(isinstance(part, str) and part for part in (name, short)):
+            return None
+        # Where PyTorch says the function lives, else the two namespaces its builtins are reached by.
+        for path in ([f"{module}.{name}"] if str(module).startswith("torch") else []) + \
+                [f"torch.{short}", f"torch.nn.functional.{short}"]:
+            try:
+                if Library(path).resolve() is function:
+                    return Library(path, args, kwargs)
+            except (AttributeError, ValueError):
+                continue
+        return None
+
+
 class ArgumentRef:
     """The student's function returned (or put into its result) one of its own arguments: the checker answers
     with its own object, so that `result is x` holds on both sides alike."""
@@ -80,16 +137,33 @@ class ArgumentRef:
 
 def tensor_bytes(tensor: torch.Tensor) -> bytes:
     """A tensor's elements as bytes, row-major, on the CPU."""
+    if tensor.is_meta:
+        return b""
     flat = tensor.detach().to("cpu").contiguous().reshape(-1)
     if flat.numel() == 0:
         return b""
     return flat.view(torch.uint8).numpy().tobytes()
 
 
-def pack(tree, encode_other=None) -> bytes:
+def pack(tree, encode_other=None, refer=None) -> bytes:
     """`tree` as one message. `encode_other(value)` returns the node for a value of no known shape (the bridge
-    makes handles and opaque values there); without it such a value is an error."""
+    makes handles and opaque values there); without it such a value is an error. `refer(tensor)` returns the
+    number of a tensor that travels as a TensorRef, or None."""
     buffers: list[bytes] = []
+
+    def tensor_node(value: torch.Tensor):
+        dtype = str(value.dtype).removeprefix("torch.")
+        if dtype not in DTYPES:
+            return {"$opaque": [f"Tensor of {dtype}", ""]}
+        if value.is_meta:                            # a shape and a dtype, no bytes
+            return {"$meta": [dtype, list(value.shape), bool(value.requires_grad)]}
+        buffers.append(tensor_bytes(value))
+        described = [dtype, list(value.shape), len(buffers) - 1, bool(value.requires_grad)]
+        grad = value.grad if value.requires_grad and value.is_leaf else None
+        if isinstance(grad, torch.Tensor) and grad.shape == value.shape and grad.dtype == value.dtype:
+            buffers.append(tensor_bytes(grad))      # a parameter's gradient travels with it
+            described.append(len(buffers) - 1)
+        return {"$tensor": described}
 
     def node(value, depth: int = 0):
         if depth > 32:
@@ -102,23 +176,23 @@ def pack(tree, encode_other=None) -> bytes:
             return value
         if isinstance(value, float):
             return value if math.isfinite(value) else {"$float": repr(value)}
+        if isinstance(value, TensorRef):
+            if not isinstance(value.tensor, torch.Tensor):
+                raise TypeError("a tensor reference holds no tensor")
+            return {"$ref": [int(value.number), tensor_node(value.tensor)]}
+        if isinstance(value, Library):
+            return {"$library": [value.path, node(value.args, depth + 1), node(value.kwargs, depth + 1)]}
         if isinstance(value, torch.Tensor):
-            dtype = str(value.dtype).removeprefix("torch.")
-            if dtype not in DTYPES:
-                return {"$opaque": [f"Tensor of {dtype}", ""]}
-            buffers.append(tensor_bytes(value))
-            described = [dtype, list(value.shape), len(buffers) - 1, bool(value.requires_grad)]
-            grad = value.grad if value.requires_grad and value.is_leaf else None
-            if isinstance(grad, torch.Tensor) and grad.shape == value.shape and grad.dtype == value.dtype:
-                buffers.append(tensor_bytes(grad))      # a parameter's gradient travels with it
-                described.append(len(buffers) - 1)
-            return {"$tensor": described}
+            number = refer(value) if refer is not None else None
+            if number is not None:
+                return {"$ref": [int(number), tensor_node(value)]}
+            return tensor_node(value)
         if isinstance(value, torch.Size):
             return {"$size": [int(n) for n in value]}
         if isinstance(value, torch.dtype):
             return {"$dtype": str(value).removeprefix("torch.")}
         if isinstance(value, Handle):
-            return {"$handle": [value.number, value.type_name]}
+            return {"$handle": [value.number, value.type_name, list(value.bases)]}
         if isinstance(value, Opaque):
             return {"$opaque": [value.type_name, value.text]}
         if isinstance(value, ArgumentRef):
@@ -199,9 +273,23 @@ def unpack(data: bytes, most_bytes: int, most_nodes: int = 20_000, strict: bool 
             return torch.Size(content)
         if kind == "$dtype" and content in DTYPES:
             return DTYPES[content]
-        if kind == "$handle" and isinstance(content, list) and len(content) == 2 and type(content[0]) is int \
-                and isinstance(content[1], str) and len(content[1]) <= 200:
-            return Handle(content[0], content[1])
+        if kind == "$handle" and isinstance(content, list) and len(content) == 3 and type(content[0]) is int \
+                and isinstance(content[1], str) and len(content[1]) <= 200 and isinstance(content[2], list) \
+                and len(content[2]) <= 20 and all(isinstance(base, str) and len(base) <= 200 for base in content[2]):
+            return Handle(content[0], content[1], tuple(content[2]))
+        if kind == "$ref" and isinstance(content, list) and len(content) == 2 and type(content[0]) is int:
+            return TensorRef(content[0], value(content[1]))
+        if kind == "$library" and isinstance(content, list) and len(content) == 3 and isinstance(content[0], str) \
+                and len(content[0]) <= 200:
+            args, kwargs = value(content[1]), value(content[2])
+            if type(args) is not tuple or type(kwargs) is not dict:
+                raise Refused("a library function's arguments are not described as such")
+            return Library(content[0], args, kwargs)
+        if kind == "$meta" and isinstance(content, list) and len(content) == 3 and content[0] in DTYPES \
+                and small_ints(content[1]) and isinstance(content[2], bool):
+            return torch.empty(content[1], dtype=DTYPES[content[0]], device="meta",
+                               requires_grad=content[2] and (DTYPES[content[0]].is_floating_point
+                                                             or DTYPES[content[0]].is_complex))
         if kind == "$opaque" and isinstance(content, list) and len(content) == 2 \
                 and all(isinstance(part, str) and len(part) <= 1000 for part in content):
             return Opaque(content[0], content[1])
@@ -271,6 +359,13 @@ def placeholder_marker(index: int) -> _Placeholder:
 def replace_placeholders(tree, built: list):
     if isinstance(tree, _Placeholder):
         return built[tree.index]
+    if isinstance(tree, TensorRef):
+        tensor = replace_placeholders(tree.tensor, built)
+        if not isinstance(tensor, torch.Tensor):
+            raise Refused("a tensor reference holds no tensor")
+        return TensorRef(tree.number, tensor)
+    if isinstance(tree, Library):
+        return Library(tree.path, replace_placeholders(tree.args, built), replace_placeholders(tree.kwargs, built))
     if type(tree) is list:
         return [replace_placeholders(item, built) for item in tree]
     if type(tree) is tuple:
