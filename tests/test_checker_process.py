@@ -141,3 +141,90 @@ def test_what_a_check_writes_below_python_never_fills_a_pipe_the_grader_does_not
         assert outcome == {"ok": True, "stdout": ""}
     finally:
         session.close()
+
+
+BLOCK = '''
+import torch
+from dataclasses import dataclass
+from torch import nn
+@dataclass
+class Config:
+    width: int
+class Attention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.proj = nn.Linear(cfg.width, cfg.width)
+    def forward(self, x):
+        return self.proj(x)
+class Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.attn = Attention(cfg)
+    def forward(self, x):
+        return x + self.attn(x)
+def heads_of(module):
+    return module.heads, module.proj.weight
+'''
+GIVEN = "import torch\nfrom dataclasses import dataclass\nfrom torch import nn\n@dataclass\nclass Config:\n    width: int\n"
+
+
+def test_a_check_sends_its_visible_classes_modules_and_configs_and_keeps_its_hidden_ones():
+    """A check's own stand-in class (visible part) is defined in the kernel from its source, so the student's
+    block builds it; a module the check builds is rebuilt there with the check's own parameters (identity
+    holds when they come back); a config crosses as its fields. A class of the hidden part never leaves."""
+    namespace: dict = {}
+    exec(BLOCK, namespace)
+    checks = Checks(in_process(Bridge(namespace).serve), b"key")
+    assert checks.run("given", "given", GIVEN)["ok"]
+    visible = '''
+class StandIn(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.proj = nn.Linear(cfg.width, cfg.width)
+    def forward(self, x):
+        return 0 * x
+names = _course_namespace()
+yours = names.get("Attention")
+names["Attention"] = StandIn
+block = Block(Config(width=3))
+names["Attention"] = yours
+assert isinstance(block.attn, StandIn) and isinstance(block.attn, nn.Module)
+x = torch.randn(2, 3)
+assert torch.equal(block(x), x)
+made = nn.Module()
+made.heads = 4
+made.proj = nn.Linear(3, 3)
+heads, weight = heads_of(made)
+assert heads == 4 and weight is made.proj.weight
+with torch.no_grad():
+    made.proj.weight.zero_()
+assert heads_of(made)[1].abs().sum() == 0
+print("visible ok")
+### BEGIN HIDDEN TESTS
+class Secret(nn.Module):
+    def forward(self, x):
+        return x
+names["Attention"] = Secret
+### END HIDDEN TESTS
+'''
+    outcome = checks.run("check", "test_block", visible)
+    assert outcome["stdout"] == "visible ok\n"
+    assert (outcome["ename"], outcome["evalue"]) == (
+        "TypeError", "the class Secret is defined in a hidden part: it stays in the checker")
+    assert "Secret" not in namespace and "StandIn" not in namespace       # nothing bound in the notebook
+
+
+def test_the_checkers_memory_is_limited_as_a_submissions_kernel_is():
+    """A check holds values the student's side chose (a tensor's size, a shape it then fills): the checker's
+    child has the address space a kernel has, so an outsized one fails that check, not the grader."""
+    from autograder.grading_environment import value
+
+    session = Session(b"key")
+    try:
+        most = value("COURSE_GRADING_MEMORY_GB")
+        outcome = session.run("check", "huge", f"import torch\nx = torch.empty({int(most * 2**30 // 4) + 2**28})\n"
+                                               "x.fill_(1.0)\n", student_bridge(), 60)
+        assert outcome["ok"] is False and outcome["ename"] in ("MemoryError", "RuntimeError"), outcome
+        assert session.run("check", "after", "assert 1 + 1 == 2", student_bridge(), 30)["ok"]
+    finally:
+        session.close()

@@ -268,3 +268,40 @@ def test_a_tensor_reference_or_library_path_from_the_kernel_is_read_strictly():
     with pytest.raises(ValueError, match="not a PyTorch function"):
         values.Library("os.system").resolve()
     assert values.Library.of(lambda x: x) is None and values.Library.of(print) is None
+
+
+LIVE_RESULT = '''
+import torch
+from torch import nn
+kept = []
+def forward(x):
+    out = nn.Parameter(x * 0)
+    kept.append(out)
+    return out
+def later():
+    with torch.no_grad():
+        for out in kept:
+            out.fill_(7.0)
+'''
+
+
+def test_what_the_students_code_returns_is_a_value_never_a_live_parameter():
+    """A parameter the student's function returns (not one of a module the check passed in) arrives as a copy:
+    nothing the kernel does afterwards moves a result the check holds."""
+    student = notebook(LIVE_RESULT)
+    names = student.names(["forward", "later"])
+    got = names["forward"](torch.ones(3))
+    names["later"]()
+    assert torch.equal(got, torch.zeros(3)) and not isinstance(got, torch.nn.Parameter)
+
+
+def test_a_handle_that_claims_a_tensor_class_is_not_taken_for_one():
+    """The kernel names a handle's PyTorch bases: only module and optimizer classes are believed (a proxy taken
+    for a Tensor would have PyTorch's C++ read it as one)."""
+    from autograder.checker.remote import StudentObject
+
+    connection = notebook("def f():\n    return 1\n")
+    claimed = StudentObject(connection, values.Handle(1, "Tensor", ("torch._tensor.Tensor", "torch.nn.modules.module.Module")))
+    assert not isinstance(claimed, torch.Tensor) and isinstance(claimed, torch.nn.Module)
+    only_tensor = StudentObject(connection, values.Handle(2, "Tensor", ("torch._tensor.Tensor",)))
+    assert not isinstance(only_tensor, torch.Tensor)

@@ -17,10 +17,11 @@ import types
 import torch
 
 try:
-    from autograder.checker.values import (ArgumentRef, Handle, Library, Opaque, TensorRef, pack, tensor_bytes,
-                                           unpack)
+    from autograder.checker.values import (ArgumentRef, ClassSource, DataclassValue, Handle, Library, ModuleState,
+                                           Opaque, TensorRef, pack, tensor_bytes, unpack)
 except ImportError:       # in the grading kernel, where kernel_startup.py loads values.py beside this file
-    from _course_checker_values import ArgumentRef, Handle, Library, Opaque, TensorRef, pack, tensor_bytes, unpack
+    from _course_checker_values import (ArgumentRef, ClassSource, DataclassValue, Handle, Library, ModuleState,
+                                        Opaque, TensorRef, pack, tensor_bytes, unpack)
 
 MOST_REQUEST_BYTES = 64 * 2**20
 MOST_ITEMS = 10_000          # what a generator the student's code returns is turned into, at most
@@ -59,6 +60,9 @@ class Bridge:
         self.numbers = itertools.count(1)
         self.graphs: dict[int, tuple[list, list]] = {}       # call number -> (inputs, outputs) for backward
         self.tensor_numbers: dict[int, int] = {}             # id(parameter) -> its number
+        self.object_numbers: dict[int, int] = {}             # id(object kept here) -> its number
+        self.classes: dict[str, type] = {}                   # a check's class, by its key, defined here once
+        self.class_keys: dict[int, str] = {}                 # id(such a class) -> its key
         self.stamps: dict[int, tuple] = {}                   # number -> the parameter's stamp when last sent
 
     # --- the wire ----------------------------------------------------------------------------------------
@@ -107,11 +111,15 @@ class Bridge:
             return list(itertools.islice(value, MOST_ITEMS))
         if isinstance(value, (types.FunctionType, types.MethodType, types.BuiltinFunctionType, type,
                               torch.nn.Module, torch.optim.Optimizer)) or callable(value):
-            number = next(self.numbers)
-            self.objects[number] = value
-            kind = value if isinstance(value, type) else type(value)
-            return Handle(number, type(value).__name__ if not isinstance(value, type) else value.__name__,
-                          tuple(torch_bases(kind)) if not isinstance(value, type) else ())
+            number = self.object_numbers.get(id(value))
+            if number is None or self.objects.get(number) is not value:      # one number per object: identity
+                number = next(self.numbers)
+                self.objects[number] = value
+                self.object_numbers[id(value)] = number
+            if isinstance(value, type):
+                return Handle(number, value.__name__, ())
+            checks = [f"course:{self.class_keys[id(kind)]}" for kind in type(value).__mro__ if id(kind) in self.class_keys]
+            return Handle(number, type(value).__name__, tuple(checks + torch_bases(type(value)))[:20])
         return Opaque(type(value).__name__, repr_short(value))
 
     def resolve(self, value):
@@ -119,6 +127,10 @@ class Bridge:
         if isinstance(value, Handle):
             return self.objects[value.number]
         if isinstance(value, TensorRef):                     # the kernel's own tensor, with the checker's value
+            if value.number < 0 and value.number not in self.objects:     # a parameter the check made
+                parameter = torch.nn.Parameter(value.tensor.detach().clone(), requires_grad=value.tensor.requires_grad)
+                self.objects[value.number] = parameter
+                self.tensor_numbers[id(parameter)] = value.number
             target = self.objects[value.number]
             if not isinstance(target, torch.Tensor):
                 raise TypeError("a tensor reference names something else")
@@ -134,6 +146,15 @@ class Bridge:
             return target
         if isinstance(value, Library):
             return value.resolve()
+        if isinstance(value, ClassSource):
+            return self.define(value)
+        if isinstance(value, ModuleState):
+            return self.build(value)
+        if isinstance(value, DataclassValue):
+            kind = self.namespace.get(value.name)
+            if not isinstance(kind, type) or not hasattr(kind, "__dataclass_fields__"):
+                raise TypeError(f"the notebook has no dataclass {value.name[:100]!r}")
+            return kind(**self.resolve(value.fields))
         if type(value) is list:
             return [self.resolve(item) for item in value]
         if type(value) is tuple:
@@ -141,6 +162,45 @@ class Bridge:
         if type(value) is dict:
             return {key: self.resolve(item) for key, item in value.items()}
         return value
+
+    def define(self, shipped: ClassSource) -> type:
+        """A check's class, defined once beside the notebook (its names are the notebook's, read when the class
+        was sent; nothing is bound in the notebook itself)."""
+        if shipped.key not in self.classes:
+            scope = dict(self.namespace)
+            exec(compile(shipped.source, f"<check's {shipped.name}>", "exec"), scope)
+            kind = scope[shipped.name]
+            self.classes[shipped.key] = kind
+            self.class_keys[id(kind)] = shipped.key
+        return self.classes[shipped.key]
+
+    def build(self, state: ModuleState) -> torch.nn.Module:
+        """A module a check built, made here once per number (later sends bring its parameters' values)."""
+        existing = self.objects.get(state.number)
+        if isinstance(existing, torch.nn.Module):
+            for ref in state.parameters.values():
+                self.resolve(ref)
+            return existing
+        kind = self.resolve(state.kind)
+        if not (isinstance(kind, type) and issubclass(kind, torch.nn.Module)):
+            raise TypeError("a module's class is not one")
+        module = kind.__new__(kind)
+        torch.nn.Module.__init__(module)
+        for name, item in state.attributes.items():
+            module.__dict__[name] = self.resolve(item)
+        for name, ref in state.parameters.items():
+            if ref is None:
+                module._parameters[name] = None
+                continue
+            module._parameters[name] = self.resolve(ref)
+        for name, tensor in state.buffers.items():
+            module._buffers[name] = tensor
+        for name, child in state.children.items():
+            module._modules[name] = self.resolve(child) if child is not None else None
+        module.training = bool(state.training)
+        self.objects[state.number] = module
+        self.object_numbers[id(module)] = state.number
+        return module
 
     # --- requests ------------------------------------------------------------------------------------------
 
@@ -172,10 +232,14 @@ class Bridge:
             torch.manual_seed(message["seed"])
         with torch.set_grad_enabled(bool(message.get("grad"))), torch.device(device):
             result = target(*args, **kwargs)
+        if not reads_state(target):       # what the student's code computed is a value, never a live parameter,
+            # unless it is a parameter of a module the check passed in (`param_groups(model)` returns model's own)
+            given = {id(parameter) for module in modules_in((args, kwargs)) for parameter in module.parameters()}
+            result = without_parameters(result, given)
         changed = {path_key(path): tensor.detach() for path, tensor in tensors_in((args, kwargs))
                    if not isinstance(tensor, torch.nn.Parameter) and tensor_bytes(tensor) != before.get(path)}
         reply = {"result": refer_to_arguments(result, (args, kwargs)), "changed": changed}
-        outputs = [tensor for _, tensor in tensors_in(result)]
+        outputs = [tensor for _, tensor in tensors_in(result) if not isinstance(tensor, torch.nn.Parameter)]
         if message.get("grad") and any(tensor.requires_grad for tensor in outputs):
             inputs = [tensor for _, tensor in tensors_in((args, kwargs))
                       if tensor.requires_grad and not isinstance(tensor, torch.nn.Parameter)]
@@ -217,6 +281,37 @@ class Bridge:
         for number in message["handles"]:
             self.objects.pop(number, None)
         return {}
+
+
+def reads_state(target) -> bool:
+    """A PyTorch method of a module or optimizer (`parameters`, `named_parameters`, `state_dict`, `modules`):
+    the parameters it returns are the kernel's own, and cross as references; anything else the student wrote."""
+    function = getattr(target, "__func__", None)
+    return isinstance(target, types.MethodType) and str(getattr(function, "__module__", "")).startswith("torch.")
+
+
+def without_parameters(tree, given: set):
+    """`tree` with each parameter not in `given` replaced by a copy of its value (a result, not a module's state)."""
+    if isinstance(tree, torch.nn.Parameter):
+        return tree if id(tree) in given else tree.detach().clone().requires_grad_(tree.requires_grad)
+    if type(tree) is list:
+        return [without_parameters(item, given) for item in tree]
+    if type(tree) is tuple:
+        return tuple(without_parameters(item, given) for item in tree)
+    if type(tree) is dict:
+        return {key: without_parameters(item, given) for key, item in tree.items()}
+    return tree
+
+
+def modules_in(tree):
+    if isinstance(tree, torch.nn.Module):
+        yield tree
+    elif type(tree) in (list, tuple):
+        for item in tree:
+            yield from modules_in(item)
+    elif type(tree) is dict:
+        for item in tree.values():
+            yield from modules_in(item)
 
 
 def repr_short(value) -> str:

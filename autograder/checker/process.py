@@ -23,6 +23,7 @@ import dis
 import hmac
 import io
 import json
+import linecache
 import os
 import select
 import signal
@@ -121,7 +122,10 @@ class Checks:
     def run(self, kind: str, name: str, source: str) -> dict:
         output = BoundedText(MOST_STDOUT)
         try:
-            code = compile(source, f"<{name}>", "exec")
+            filename = f"<{name}>"
+            # The check's lines, where inspect finds a class the check sends to the kernel (its visible part).
+            linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+            code = compile(source, filename, "exec")
             if kind == "check":
                 own = (set(self.namespace) - self.from_student) | set(dir(builtins)) | {SEED_NAME, NAMESPACE_NAME}
                 wanted = global_names(code) - own
@@ -177,6 +181,17 @@ class Child:
             send(self.connection, b"D", json.dumps(answer).encode())
 
 
+def limit_memory() -> None:
+    """The child holds the student's values (a returned tensor's size, a meta parameter's shape a check then
+    fills): it gets the address space a submission's kernel gets, so values cannot spend the grader's memory."""
+    import resource
+
+    from autograder.grading_environment import value
+
+    most = int(value("COURSE_GRADING_MEMORY_GB") * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (most, most))
+
+
 def main(socket_path: str, watch: int, imports: list[str]) -> None:
     import importlib
 
@@ -209,6 +224,7 @@ def main(socket_path: str, watch: int, imports: list[str]) -> None:
             server.close()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             try:
+                limit_memory()
                 send(connection, b"P", str(os.getpid()).encode())
                 Child(connection, key).serve()
             finally:

@@ -33,7 +33,10 @@ import torch
 
 from autograder.checker import values
 from autograder.checker.bridge import tensors_in
-from autograder.checker.values import ArgumentRef, Handle, Library, Opaque, TensorRef
+from autograder.checker.values import (ArgumentRef, ClassSource, DataclassValue, Handle, Library, ModuleState,
+                                       Opaque, TensorRef)
+
+HIDDEN_MARK = "### BEGIN HIDDEN TESTS"
 
 MOST_REPLY_BYTES = 64 * 2**20
 
@@ -47,6 +50,13 @@ class Connection:
         self.mirrors: dict[int, torch.Tensor] = {}      # the kernel's parameters, as the checker holds them
         self.mirror_numbers: dict[int, int] = {}        # id(mirror) -> its number in the kernel
         self.synced: dict[int, int] = {}                # number -> the mirror's _version when last in step
+        self.objects: dict[int, StudentObject] = {}     # one proxy per kernel object: identity holds
+        self.sent: dict[int, object] = {}               # number (negative) -> a module of the check's, sent
+        self.sent_numbers: dict[int, int] = {}          # id(that module) -> its number
+        self.classes: dict[str, type] = {}              # key -> a class of the check's, sent as its source
+        self.class_keys: dict[int, str] = {}
+        self.classes_source: dict[str, str] = {}
+        self.next_number = -1
 
     def request(self, **message) -> dict:
         changed = [TensorRef(number, mirror) for number, mirror in self.mirrors.items()
@@ -66,7 +76,18 @@ class Connection:
         return reply
 
     def refer(self, tensor: torch.Tensor):
-        return self.mirror_numbers.get(id(tensor))
+        """A mirror travels as a reference to its kernel tensor; a Parameter the check made becomes one (the
+        kernel makes its own from the value), so that `layer.bias = nn.Parameter(...)` works there too."""
+        number = self.mirror_numbers.get(id(tensor))
+        if number is None and isinstance(tensor, torch.nn.Parameter):
+            number = self.own_mirror(tensor)
+        return number
+
+    def own_mirror(self, parameter: torch.nn.Parameter) -> int:
+        number = self.allocate()
+        self.mirrors[number], self.mirror_numbers[id(parameter)] = parameter, number
+        self.synced[number] = parameter._version
+        return number
 
     def mirror(self, ref: TensorRef) -> torch.Tensor:
         """The checker's one tensor for a parameter of the kernel's, brought in step with the value it arrived
@@ -90,14 +111,74 @@ class Connection:
         self.synced[ref.number] = held._version
         return held
 
-    @staticmethod
-    def handle_of(value):
+    def handle_of(self, value):
+        """The node for one of the check's values of no plain shape: the student's own object, a PyTorch
+        function, a class or a module the check built, a dataclass instance; nothing else crosses."""
         if isinstance(value, StudentObject):
             return object.__getattribute__(value, "_handle")
         library = Library.of(value)
         if library is not None:
             return library
+        if isinstance(value, type):
+            return self.class_node(value)
+        if isinstance(value, torch.nn.Module):
+            return self.module_state(value)
+        if hasattr(type(value), "__dataclass_fields__"):
+            import dataclasses
+
+            return DataclassValue(type(value).__name__, {field.name: getattr(value, field.name)
+                                                         for field in dataclasses.fields(value)})
         raise TypeError(f"a {type(value).__name__} of the checker's cannot be sent to the student's code")
+
+    def allocate(self) -> int:
+        self.next_number -= 1
+        return self.next_number + 1
+
+    def class_node(self, kind: type):
+        """A PyTorch class by its path, or a class of the check's visible part by its source (a class of a
+        hidden part never leaves the checker: its source would be the student's to read)."""
+        path = f"{kind.__module__}.{kind.__qualname__}"
+        if kind.__module__.startswith("torch"):
+            try:
+                if Library(path).resolve() is kind:
+                    return Library(path)
+            except (AttributeError, ValueError):
+                pass
+        if id(kind) in self.class_keys:
+            key = self.class_keys[id(kind)]
+            return ClassSource(key, kind.__name__, self.classes_source[key])
+        import textwrap
+
+        found = class_lines(kind)
+        if found is None:
+            raise TypeError(f"the class {kind.__name__} cannot be sent to the student's code")
+        filename, first, lines, hidden = found
+        if hidden is not None and first + len(lines) > hidden:
+            raise TypeError(f"the class {kind.__name__} is defined in a hidden part: it stays in the checker")
+        key = f"{kind.__qualname__}@{filename}:{first}"
+        self.classes[key] = kind
+        self.class_keys[id(kind)] = key
+        self.classes_source[key] = textwrap.dedent("".join(lines))
+        return ClassSource(key, kind.__name__, self.classes_source[key])
+
+    def module_state(self, module: torch.nn.Module) -> ModuleState:
+        """A module the check built, whole; its parameters become mirrors numbered here, so the check's own
+        Parameter objects are the ones the student's code is given back (`p is model.weight`)."""
+        number = self.sent_numbers.get(id(module))
+        if number is None:
+            number = self.allocate()
+            self.sent[number], self.sent_numbers[id(module)] = module, number
+        parameters = {}
+        for name, parameter in module._parameters.items():
+            if parameter is None:
+                parameters[name] = None
+                continue
+            parameters[name] = TensorRef(self.refer(parameter), parameter)
+        attributes = {name: item for name, item in vars(module).items()
+                      if not name.startswith("_") and name != "training" and plain(item)}
+        return ModuleState(number, self.class_node(type(module)), attributes, parameters,
+                           {name: buffer for name, buffer in module._buffers.items() if buffer is not None},
+                           dict(module._modules), module.training)
 
     def call_context(self) -> dict:
         """What a call in the kernel runs under, as the check's own code would: grad mode, the default device,
@@ -111,7 +192,12 @@ class Connection:
         if isinstance(value, TensorRef):
             return self.mirror(value)
         if isinstance(value, Handle):
-            return StudentObject(self, value)
+            if value.number in self.sent:                 # a module of the check's, come back: the check's own
+                return self.sent[value.number]
+            held = self.objects.get(value.number)
+            if held is None:
+                held = self.objects[value.number] = StudentObject(self, value)
+            return held
         if type(value) is list:
             return [self.wrap(item) for item in value]
         if type(value) is tuple:
@@ -171,6 +257,10 @@ class StudentObject:
         """A stand-in for the student's class, derived from the nearest PyTorch class it derives from, so that
         `isinstance(block.ln_1, nn.LayerNorm)` is answered as in the kernel (and nothing more is claimed)."""
         handle = object.__getattribute__(self, "_handle")
+        connection = object.__getattribute__(self, "_connection")
+        for base in handle.bases:                           # an instance of a class the check sent
+            if base.startswith("course:") and base[7:] in connection.classes:
+                return connection.classes[base[7:]]
         return stand_in_class(handle.type_name, handle.bases)
 
     def __getattr__(self, name: str):
@@ -190,13 +280,48 @@ class StudentObject:
                     args, kwargs)
 
 
+def class_lines(kind: type):
+    """(file, first line, the class statement's lines, the line its file's hidden part starts at) of a class the
+    check defined, found from one of its methods' code in the check's source (which Checks.run keeps in
+    linecache); None if it has none."""
+    import ast
+    import linecache
+
+    codes = [item.__code__ for item in vars(kind).values() if hasattr(item, "__code__")]
+    if not codes:
+        return None
+    filename = codes[0].co_filename
+    whole = linecache.getlines(filename)
+    try:
+        tree = ast.parse("".join(whole))
+    except SyntaxError:
+        return None
+    inside = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name == kind.__name__
+              and node.lineno <= codes[0].co_firstlineno <= node.end_lineno]
+    if not inside:
+        return None
+    node = min(inside, key=lambda candidate: candidate.end_lineno - candidate.lineno)
+    first = min([node.lineno] + [decorator.lineno for decorator in node.decorator_list])
+    hidden = next((number for number, line in enumerate(whole, 1) if HIDDEN_MARK in line), None)
+    return filename, first, whole[first - 1:node.end_lineno], hidden
+
+
+def plain(value) -> bool:
+    """A value that crosses as itself (a module's public attribute: its sizes, eps, p)."""
+    if value is None or isinstance(value, (bool, int, float, str, torch.dtype)):
+        return True
+    return type(value) in (tuple, list) and len(value) <= 64 and all(plain(item) for item in value)
+
+
 def stand_in_class(name: str, bases: tuple) -> type:
     for qualified in bases:
         module, _, attribute = qualified.rpartition(".")
         found = sys.modules.get(module)                 # only what the checker has imported: nothing is loaded
         for part in attribute.split(".") if found is not None else ():
             found = getattr(found, part, None)
-        if isinstance(found, type):
+        # Only a module's or an optimizer's classes: a claimed Tensor base would have PyTorch's C++ read this
+        # proxy as a tensor (the kernel names the bases, so they are claims).
+        if isinstance(found, type) and issubclass(found, (torch.nn.Module, torch.optim.Optimizer)):
             return _stand_in(name if name.isidentifier() else "StudentClass", found)
     return StudentObject
 
@@ -292,8 +417,13 @@ def with_arguments(result, arguments):
 
 def detached(result):
     """Tensors of a call made without a graph, as the kernel would give them under no_grad (no gradient)."""
-    return rebuild(result, [tensor.detach() if tensor.requires_grad else tensor
+    return rebuild(result, [tensor.detach() if tensor.requires_grad and not is_mirror(tensor) else tensor
                             for _, tensor in tensors_in(result)])
+
+
+def is_mirror(tensor) -> bool:
+    """A parameter in a result is the kernel's (a mirror), not an output: it keeps its identity and no graph."""
+    return isinstance(tensor, torch.nn.Parameter)
 
 
 def rebuild(tree, tensors: list, counter=None):
@@ -313,12 +443,13 @@ def rebuild(tree, tensors: list, counter=None):
 
 def attach(connection: Connection, graph: int, result, inputs: list[torch.Tensor]):
     """The result's tensors joined to the checker's autograd graph: gradients flow back through the kernel."""
-    outputs = [tensor for _, tensor in tensors_in(result)]
+    every = [tensor for _, tensor in tensors_in(result)]
+    outputs = [tensor for tensor in every if not is_mirror(tensor)]
     differentiable = [tensor.requires_grad for tensor in outputs]
     anchors = inputs or [torch.zeros((), requires_grad=True)]   # a leaf, so the outputs need a gradient
-    joined = StudentCall.apply((connection, graph, len(inputs), differentiable), *anchors,
-                               *[tensor.detach() for tensor in outputs])
-    return rebuild(result, list(joined))
+    joined = iter(StudentCall.apply((connection, graph, len(inputs), differentiable), *anchors,
+                                    *[tensor.detach() for tensor in outputs]))
+    return rebuild(result, [tensor if is_mirror(tensor) else next(joined) for tensor in every])
 
 
 class StudentCall(torch.autograd.Function):

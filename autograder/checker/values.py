@@ -123,6 +123,38 @@ class Library:
         return None
 
 
+class ClassSource:
+    """A class a check defines in its visible part (a stand-in attention the student's block is built with),
+    sent as its source for the kernel to define beside the notebook: `key` names it on both sides."""
+
+    __slots__ = ("key", "name", "source")
+
+    def __init__(self, key: str, name: str, source: str):
+        self.key, self.name, self.source = key, name, source
+
+
+class ModuleState:
+    """A module a check built (of PyTorch's classes or a ClassSource), sent whole: its class, public plain
+    attributes, parameters (TensorRefs, numbered by the checker, negative), buffers and children. The kernel
+    builds it once per number, so the same module sent twice is the same object there."""
+
+    __slots__ = ("number", "kind", "attributes", "parameters", "buffers", "children", "training")
+
+    def __init__(self, number, kind, attributes, parameters, buffers, children, training):
+        self.number, self.kind, self.attributes = number, kind, attributes
+        self.parameters, self.buffers, self.children, self.training = parameters, buffers, children, training
+
+
+class DataclassValue:
+    """An instance of a dataclass both sides define alike (the release's `GPTConfig`): its class's name and
+    its fields; the kernel builds it with its own class of that name."""
+
+    __slots__ = ("name", "fields")
+
+    def __init__(self, name: str, fields: dict):
+        self.name, self.fields = name, fields
+
+
 class ArgumentRef:
     """The student's function returned (or put into its result) one of its own arguments: the checker answers
     with its own object, so that `result is x` holds on both sides alike."""
@@ -182,6 +214,15 @@ def pack(tree, encode_other=None, refer=None) -> bytes:
             return {"$ref": [int(value.number), tensor_node(value.tensor)]}
         if isinstance(value, Library):
             return {"$library": [value.path, node(value.args, depth + 1), node(value.kwargs, depth + 1)]}
+        if isinstance(value, ClassSource):
+            return {"$class": [value.key, value.name, value.source]}
+        if isinstance(value, ModuleState):
+            return {"$module": [value.number, node(value.kind, depth + 1),
+                                *(node(part, depth + 1) for part in (value.attributes, value.parameters,
+                                                                     value.buffers, value.children)),
+                                bool(value.training)]}
+        if isinstance(value, DataclassValue):
+            return {"$dataclass": [value.name, node(value.fields, depth + 1)]}
         if isinstance(value, torch.Tensor):
             number = refer(value) if refer is not None else None
             if number is not None:
@@ -285,6 +326,15 @@ def unpack(data: bytes, most_bytes: int, most_nodes: int = 20_000, strict: bool 
             if type(args) is not tuple or type(kwargs) is not dict:
                 raise Refused("a library function's arguments are not described as such")
             return Library(content[0], args, kwargs)
+        if kind in ("$class", "$module", "$dataclass") and not strict:     # only ever sent to the kernel
+            if kind == "$class" and isinstance(content, list) and len(content) == 3 \
+                    and all(isinstance(part, str) for part in content):
+                return ClassSource(*content)
+            if kind == "$module" and isinstance(content, list) and len(content) == 7:
+                return ModuleState(content[0], value(content[1]), *(value(part) for part in content[2:6]),
+                                   content[6])
+            if kind == "$dataclass" and isinstance(content, list) and len(content) == 2:
+                return DataclassValue(content[0], value(content[1]))
         if kind == "$meta" and isinstance(content, list) and len(content) == 3 and content[0] in DTYPES \
                 and small_ints(content[1]) and isinstance(content[2], bool):
             return torch.empty(content[1], dtype=DTYPES[content[0]], device="meta",
@@ -366,6 +416,13 @@ def replace_placeholders(tree, built: list):
         return TensorRef(tree.number, tensor)
     if isinstance(tree, Library):
         return Library(tree.path, replace_placeholders(tree.args, built), replace_placeholders(tree.kwargs, built))
+    if isinstance(tree, ModuleState):
+        return ModuleState(tree.number, replace_placeholders(tree.kind, built),
+                           *(replace_placeholders(part, built) for part in (tree.attributes, tree.parameters,
+                                                                            tree.buffers, tree.children)),
+                           tree.training)
+    if isinstance(tree, DataclassValue):
+        return DataclassValue(tree.name, replace_placeholders(tree.fields, built))
     if type(tree) is list:
         return [replace_placeholders(item, built) for item in tree]
     if type(tree) is tuple:
