@@ -99,7 +99,8 @@ def too_much(folder: Path, ignore: list[str]) -> str | None:
                         "Edit > Clear Outputs of All Cells, save, and submit again).")
     total = sum(beside.values())
     if len(beside) > most_files or total > most_bytes:
-        problems.append(f"The folder holds {len(beside)} files of {total / 2**20:.1f} MB beside the notebooks, over "
+        problems.append(f"The folder holds {len(beside)} file{'s' * (len(beside) != 1)} of {total / 2**20:.1f} MB "
+                        "beside the notebooks, over "
                         f"the grader's limit of {most_files} files and {most_bytes / 2**20:g} MB: the grader would "
                         "take none of them. Move out what the assignment does not need (data you downloaded, "
                         "models you saved) and submit again.")
