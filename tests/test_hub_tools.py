@@ -35,7 +35,8 @@ def test_a_roster_as_an_lms_exports_it_is_the_class(tmp_path):
     roster = tmp_path / "roster.csv"
     roster.write_text("\ufeffLogin,First Name,Last Name,Email\nada,Ada,Lovelace,ada@example.edu\n"
                       "bob,Bob,,\n\nada,Ada,Lovelace,ada@example.edu\n", encoding="utf-8")
-    assert hub.read_roster(roster) == [hub.Person("ada", "Ada", "Lovelace", "ada@example.edu"), hub.Person("bob", "Bob")]
+    assert hub.read_roster(roster) == [hub.Person("ada", "Ada", "Lovelace", "ada@example.edu"),
+                                       hub.Person("bob", "Bob")]
     roster.write_text("Student,SIS Login ID,Section\nCy Young,cy,A\n")
     assert hub.read_roster(roster) == [hub.Person("cy")]
 
@@ -77,19 +78,22 @@ def login_shell(script: Path, user_check: str) -> dict[str, str]:
     fake.mkdir(exist_ok=True)
     (fake / "id").write_text(f"#!/bin/sh\necho {user_check}\n")
     (fake / "id").chmod(0o755)
-    shown = subprocess.run(["sh", "-c", f'PATH="{fake}:/usr/bin:/bin"; . "{script}"; '
-                            'echo "$PATH"; echo "${COURSE_GRADING_CGROUP_PARENT-unset}"'],
+    shown = subprocess.run(["sh", "-c", f'PATH="{fake}:/usr/bin:/bin"; . "{script}"; echo "$PATH"; '
+                            'echo "${COURSE_GRADING_CGROUP_PARENT-unset}"; echo "${JUPYTER_CONFIG_PATH-unset}"'],
                            capture_output=True, text=True, check=True, env={}).stdout.splitlines()
-    return {"PATH": shown[0], "cgroup": shown[1]}
+    return {"PATH": shown[0], "cgroup": shown[1], "config": shown[2]}
 
 
 def test_every_login_shell_gets_the_courses_python_and_the_grader_its_group(tmp_path):
     script = tmp_path / "gpt2-block.sh"
-    script.write_text(hub.profile_script(Path("/srv/gpt2-block/python/bin"), "grader-gpt2-block", "/grader-gpt2-block"))
+    roles = Path("/srv/gpt2-block/roles/student/config")
+    script.write_text(hub.profile_script(Path("/srv/gpt2-block/python/bin"), "grader-gpt2-block", "/grader-gpt2-block",
+                                         roles))
     student = login_shell(script, "ada")
     assert student["PATH"].startswith("/srv/gpt2-block/python/bin:") and student["cgroup"] == "unset"
+    assert student["config"] == str(roles)                   # an ssh shell's nbgrader finds the course and exchange
     grader = login_shell(script, "grader-gpt2-block")
-    assert grader["cgroup"] == "/grader-gpt2-block"
+    assert grader["cgroup"] == "/grader-gpt2-block" and grader["config"] == "unset"
     twice = subprocess.run(["sh", "-c", f'. "{script}"; . "{script}"; echo "$PATH"'], capture_output=True, text=True,
                            env={"PATH": "/usr/bin:/bin"}).stdout
     assert twice.count("/srv/gpt2-block/python/bin") == 1

@@ -215,8 +215,12 @@ def import_names(course: Path, people: list[Person]) -> None:
 
     with Gradebook(Course(course).db_url, COURSE.course_id) as gradebook:
         for person in people:
-            gradebook.update_or_create_student(person.login, first_name=person.first_name or None,
-                                               last_name=person.last_name or None, email=person.email or None)
+            first, last = person.first_name, person.last_name
+            if not (first or last):                        # an account of the machine's: its full name, if any
+                full = pwd.getpwnam(person.login).pw_gecos.split(",")[0].split()
+                first, last = " ".join(full[:-1]) or person.login, full[-1] if full else ""
+            gradebook.update_or_create_student(person.login, first_name=first or None, last_name=last or None,
+                                               email=person.email or None)
     say(f"the gradebook knows the class: {len(people)} students with their names")
 
 
@@ -260,12 +264,18 @@ def write_commands(bin_dir: Path, source_bin: Path) -> list[Path]:
     return written
 
 
-def profile_script(python_bin: Path, grader: str, cgroup_parent: str | None) -> str:
+def profile_script(python_bin: Path, grader: str, cgroup_parent: str | None, student_config: Path | None = None) -> str:
     """/etc/profile.d's lines: the users' Python first on every login shell's PATH (a JupyterLab terminal is one:
-    Debian's /etc/profile resets PATH), and for the grader account the control group it grades in."""
+    Debian's /etc/profile resets PATH); outside JupyterLab (ssh), the student role's settings, where nbgrader finds
+    the course and the exchange; and for the grader account the control group it grades in (its nbgrader reads the
+    course's own configuration)."""
     lines = ["# Written by `python -m tools.hub prepare` (tools/hub.py); `python -m tools.hub teardown` removes it.",
              "# The course's Python and its nbgrader first on every login shell's PATH.",
              f'case ":$PATH:" in *":{python_bin}:"*) ;; *) PATH="{python_bin}:$PATH"; export PATH ;; esac']
+    if student_config:
+        lines += ["# Where nbgrader finds the course and its exchange, in a shell that JupyterLab did not start.",
+                  f'if [ -z "$JUPYTER_CONFIG_PATH" ] && [ "$(id -un)" != "{grader}" ]; then '
+                  f'export JUPYTER_CONFIG_PATH={student_config}; fi']
     if cgroup_parent:
         lines += ["# The control group delegated to the grader account, where every grading limit holds.",
                   f'if [ "$(id -un)" = "{grader}" ]; then export COURSE_GRADING_CGROUP_PARENT={cgroup_parent}; fi']
@@ -473,7 +483,8 @@ def prepare(root: Path, instructors: list[str] | list[Person], students: list[st
             settings["COURSE_GRADING_CGROUP_PARENT"] = delegated
             if delegated not in record["cgroups"]:
                 record["cgroups"].append(delegated)
-        write_system_file(profile_file(root), profile_script(python.parent, grader, delegated), record)
+        write_system_file(profile_file(root), profile_script(python.parent, grader, delegated,
+                                                             root / "roles" / "student" / "config"), record)
         say(f"every login shell: {python.parent} first on PATH ({profile_file(root)})"
             + (f", and COURSE_GRADING_CGROUP_PARENT={delegated} for {grader}" if delegated else ""))
         unit = UNIT_DIR / unit_name(root)
