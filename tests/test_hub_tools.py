@@ -216,3 +216,16 @@ def test_a_student_is_told_at_submit_what_is_over_the_hand_in_limits(tmp_path):
         handle.truncate(60 * 2**20)                                         # 60 MB, sparse
     said = too_much(folder, ["feedback", ".ipynb_checkpoints"])
     assert said and "1 file of 60.0 MB beside the notebooks" in said and "20 MB" in said
+
+
+def test_make_hubs_demo_runs_the_pages_whole_class_path():
+    """The demo's round (tools.hub.WHOLE_CLASS) is the instructors' page's whole-class block, step for step."""
+    import re
+
+    section = (REPO / "book" / "instructors.md").read_text().split("### One class on one server", 1)[1]
+    block = next(block for block in re.findall(r"```bash\n(.*?)```", section, re.DOTALL) if "grade_class" in block)
+    lines = [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines() if line.strip()]
+    steps = [step.format(a=hub.DEMO_ASSIGNMENT, course="/srv/gpt2-block/course") for step in hub.WHOLE_CLASS]
+    assert lines[0] == "cd /srv/gpt2-block/course/autograder"
+    assert lines[1] == f"nbgrader release_assignment {hub.DEMO_ASSIGNMENT}"
+    assert [line[:len(step)] for line, step in zip(lines[2:], steps)] == steps and len(lines) == 2 + len(steps)

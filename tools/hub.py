@@ -589,6 +589,60 @@ def teardown(root: Path, *, remove_course: bool = False) -> None:
     say(f"tore down the hub of {root}")
 
 
+# The demo's round of the whole-class path (the instructors' page), once, so that `make hub` opens on a graded class.
+DEMO_ASSIGNMENT = "01-layernorm"
+WHOLE_CLASS = ["nbgrader collect {a}", "python -m autograder.grade_class {a} --course {course}",
+               "nbgrader generate_feedback {a}", "nbgrader release_feedback {a}", "python -m autograder.report {a}"]
+
+
+def login_shell(name: str, commands: str) -> subprocess.CompletedProcess:
+    """Commands in the account's login shell, as its terminal or ssh runs them."""
+    return subprocess.run(["su", "-", name, "-c", commands], capture_output=True, text=True, cwd="/",
+                          env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+
+
+def demo_round(settings: dict[str, str], students: list[str]) -> None:
+    """The demo's class through the whole-class path once, as its people would run it: the grader account releases
+    assignment 1; every student but the last fetches it and submits (the first the master's answers, the others
+    the first part only); the grader account collects, grades with the class grader, generates and releases the
+    feedback, and writes the class report. Skipped once assignment 1 is released; a failure is said, not raised."""
+    import tempfile
+
+    import nbformat
+
+    from tools import grading
+
+    course, grader, a = Path(settings["COURSE_HUB_COURSE"]), settings["COURSE_HUB_GRADER"], DEMO_ASSIGNMENT
+    if (Path(settings["COURSE_HUB_EXCHANGE"]) / COURSE.course_id / "outbound" / a).exists():
+        return
+    say(f"the whole-class path once, for {a} (the instructors' page): release, hand-ins, collect, grade, feedback, "
+        "report")
+    answers = Path(tempfile.mkdtemp(prefix="hub-demo-", dir="/tmp"))
+    try:
+        answers.chmod(0o755)
+        steps = [(grader, f"cd {course / 'autograder'} && nbgrader release_assignment {a}")]
+        for number, student in enumerate(students[:-1]):
+            cells = grading.points_by_answer(a) if number == 0 else list(grading.points_by_answer(a))[:1]
+            notebook = answers / student / COURSE.release_notebook(a).name
+            notebook.parent.mkdir(mode=0o755)
+            nbformat.write(grading.submission_from_release(
+                a, {cell: grading.master_answer(a, cell) for cell in cells}), notebook)
+            notebook.chmod(0o644)
+            steps.append((student, f"nbgrader fetch_assignment {a} && cp {notebook} {a}/ && nbgrader submit {a}"))
+        steps.append((grader, f"cd {course / 'autograder'} && "
+                      + " && ".join(step.format(a=a, course=course) for step in WHOLE_CLASS)))
+        for name, commands in steps:
+            ran = login_shell(name, commands)
+            if ran.returncode != 0:
+                say(f"the demo's round stopped: as {name}, `{commands}` failed:\n"
+                    f"{ran.stdout[-2000:]}{ran.stderr[-2000:]}")
+                return
+        say(f"graded: {', '.join(students[:-1])} handed in {a}; feedback released; the class report in "
+            f"{course / '_build' / 'class-report'}")
+    finally:
+        shutil.rmtree(answers, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tools.hub", description=__doc__.split("\n\n")[0])
     parser.add_argument("step", choices=["demo", "prepare", "serve", "reopen", "teardown"])
@@ -617,8 +671,10 @@ def main(argv: list[str] | None = None) -> None:
         else:
             parser.error("prepare: give the class with --roster roster.csv "
                          "(or --students s1,s2 for accounts that exist)")
-        prepare(args.root.resolve(), [name for name in instructors if name], students, demo=demo,
-                create=demo or args.roster is not None, port=args.port)
+        settings = prepare(args.root.resolve(), [name for name in instructors if name], students, demo=demo,
+                           create=demo or args.roster is not None, port=args.port)
+        if demo:
+            demo_round(settings, [person.login for person in students])
     if args.step in ("demo", "serve"):
         root = args.root.resolve()
         settings = read_settings(root)
