@@ -67,6 +67,12 @@ def test_an_open_home_is_closed_and_its_mode_kept_for_teardown(tmp_path):
     assert record["home_modes"] == {str(home): 0o755}
 
 
+def test_a_missing_home_is_made_closed(tmp_path):
+    home = tmp_path / "ldap-user"
+    hub.close_home(passwd_for("ldap-user", os.getuid(), home), hub.root_record({"roots": {}}, tmp_path))
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+
+
 def test_a_home_that_is_not_the_accounts_own_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="is not a folder of theirs"):
         hub.close_home(passwd_for("ada", os.getuid() + 1, tmp_path), hub.root_record({"roots": {}}, tmp_path))

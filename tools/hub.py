@@ -156,6 +156,10 @@ def read_roster(path: Path) -> list[Person]:
 def close_home(account: pwd.struct_passwd, record: dict) -> None:
     """The account's home, mode 0700 (its first mode recorded for teardown); refused unless the account owns it."""
     home = Path(account.pw_dir)
+    if not home.exists() and home.is_absolute() and home.parent.is_dir():
+        home.mkdir(mode=0o700)                 # an account of the directory service's, never logged in here yet
+        os.chown(home, account.pw_uid, account.pw_gid)
+        say(f"made the home of {account.pw_name} ({home}, mode 0700)")
     info = home.stat()
     if info.st_uid != account.pw_uid or not stat.S_ISDIR(info.st_mode):
         raise SystemExit(f"the home of {account.pw_name} ({home}) is not a folder of theirs: give them one "
