@@ -235,3 +235,25 @@ def test_make_hubs_demo_runs_the_pages_whole_class_path():
     assert lines[0] == "cd /srv/gpt2-block/course/autograder"
     assert lines[1] == f"nbgrader release_assignment {hub.DEMO_ASSIGNMENT}"
     assert [line[:len(step)] for line, step in zip(lines[2:], steps)] == steps and len(lines) == 2 + len(steps)
+
+
+def test_nbgrader_submit_in_a_terminal_refuses_what_collect_would_leave_out(tmp_path):
+    from nbgrader.auth import Authenticator
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.exchange.abc.exchange import ExchangeError
+
+    from tools.lab_student import BoundedSubmit
+
+    folder = tmp_path / "01-layernorm"
+    folder.mkdir()
+    (folder / "layernorm.ipynb").write_text("{}")
+    for number in range(25):
+        (folder / f"data{number}.txt").write_text("x")
+    submit = BoundedSubmit(coursedir=CourseDirectory(root=str(tmp_path)), authenticator=Authenticator())
+    submit.src_path = str(folder)
+    with pytest.raises(ExchangeError, match="Nothing was submitted. The folder holds 25 files"):
+        submit.copy_files()
+    roles = tmp_path / "roles"
+    hub.write_roles(tmp_path, tmp_path / "exchange")
+    assert 'c.ExchangeFactory.submit = "tools.lab_student.BoundedSubmit"' in (
+        roles / "student" / "config" / "nbgrader_config.py").read_text()

@@ -332,6 +332,10 @@ def write_roles(root: Path, exchange: Path) -> None:
                 "nbgrader.server_extensions.formgrader": False}}})
         if role == "formgrader":
             write_json(folder / "config" / "jupyter_server_config.json", formgrader_server_config())
+        if role == "student":
+            # `nbgrader submit` in a terminal refuses what collect would leave out, and says so, as Submit does.
+            with (folder / "config" / "nbgrader_config.py").open("a") as config:
+                config.write('c.ExchangeFactory.submit = "tools.lab_student.BoundedSubmit"\n')
         if lab_role == "instructor":
             # The course's nbgrader settings, where every nbgrader command of the role looks for them.
             (folder / "config" / "nbgrader_config.py").write_text(

@@ -25,6 +25,8 @@ import json
 import textwrap
 from pathlib import Path
 
+from nbgrader.exchange.default.submit import ExchangeSubmit
+
 STOPPED = "course-validate-stopped:"
 
 
@@ -105,6 +107,17 @@ def too_much(folder: Path, ignore: list[str]) -> str | None:
                         "take none of them. Move out what the assignment does not need (data you downloaded, "
                         "models you saved) and submit again.")
     return " ".join(problems) or None
+
+
+class BoundedSubmit(ExchangeSubmit):
+    """nbgrader's submit, refusing (in too_much's words) a folder over the hand-in limits, for `nbgrader submit` in
+    a terminal as for the Assignments tab: on a hub, the student role's ExchangeFactory.submit (tools/hub.py)."""
+
+    def copy_files(self):
+        problem = too_much(Path(self.src_path), self.coursedir.ignore)
+        if problem:
+            self.fail(f"Nothing was submitted. {problem}")
+        super().copy_files()
 
 
 def released_copy(notebook: Path, config) -> Path | None:

@@ -5,8 +5,9 @@
   --instructors ...`) make the class's accounts from a roster as an LMS exports it, with homes closed and their
   names in the gradebook;
 - each student, in a login shell of their own, has the course's `nbgrader` on PATH, fetches, answers and submits
-  (one of them with 25 files beside the notebook, over the hand-in limit, through the command line, which the
-  Submit button would refuse), and cannot read a classmate's home;
+  (one then adds 25 files beside the notebook, over the hand-in limit: `nbgrader submit` refuses and says why,
+  and nbgrader's own submit, which a student may configure, hands them in anyway), and cannot read a classmate's
+  home;
 - the grader account, in its login shell, runs the preflight as the page writes it (the control group seen) and
   the page's whole-class path: release, collect (the extra files left out), `python -m autograder.grade_class`,
   feedback generated and released, the class report with its Canvas file;
@@ -163,8 +164,7 @@ def test_the_class_hands_in_and_is_graded_by_the_pages_whole_class_path(prepared
 
     def hand_in(login: str) -> subprocess.CompletedProcess:
         return login_shell(login, f"set -e; command -v nbgrader; nbgrader fetch_assignment {A}; "
-                                  f"cp {answers / login}.ipynb {A}/{NOTEBOOK}; "
-                                  + (extra + "; " if login == HOARDER else "") + f"nbgrader submit {A}")
+                                  f"cp {answers / login}.ipynb {A}/{NOTEBOOK}; nbgrader submit {A}")
 
     try:
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
@@ -173,6 +173,13 @@ def test_the_class_hands_in_and_is_graded_by_the_pages_whole_class_path(prepared
                 assert ran.stdout.startswith(str(ROOT / "python" / "bin" / "nbgrader")), ran.stdout
     finally:
         shutil.rmtree(answers)
+    # The hoarder adds 25 files: their `nbgrader submit` refuses and says why; they submit anyway with nbgrader's
+    # own submit (a student's settings are theirs to change), and collect leaves the files out.
+    refused = login_shell(HOARDER, f"{extra}; nbgrader submit {A}")
+    assert refused.returncode != 0 and "Nothing was submitted. The folder holds 25 files" in refused.stderr, refused
+    forced = login_shell(HOARDER, f"nbgrader submit {A} --ExchangeFactory.submit="
+                                  "nbgrader.exchange.default.submit.ExchangeSubmit")
+    assert forced.returncode == 0, forced.stdout + forced.stderr
     # A classmate's notebook, as a student with a shell would try it.
     peek = login_shell(STUDENTS[0], f"head -c 100 ~{STUDENTS[2]}/{A}/{NOTEBOOK}")
     assert peek.returncode != 0 and "Permission denied" in peek.stderr, peek
