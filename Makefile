@@ -77,9 +77,11 @@ instructor: $(BWRAP) $(STAMP)
 # demo (the grader account, an instructor and three students with the password demo-<login>, the course in
 # /srv/gpt2-block, the exchange, a control group for the grader account) and starts the hub on
 # http://127.0.0.1:8000. The instructors' page walks an admin through a real deployment.
-.PHONY: hub
-hub: debian-packages $(STAMP) $(NPM_STAMP)
+# `make hub-prerequisites` installs what a real class's hub needs, before `tools.hub prepare` (the instructors' page).
+.PHONY: hub hub-prerequisites
+hub: hub-prerequisites
 	$(PY) -m tools.hub demo $(HUB_ARGS)
+hub-prerequisites: debian-packages $(STAMP) $(NPM_STAMP)
 
 # The lessons as .ipynb files in _build/notebooks, which the deploy workflow publishes on the
 # `notebooks` branch for the Colab buttons (Colab cannot open MyST Markdown).

@@ -19,8 +19,9 @@ This collector keeps nbgrader's choice of which submission is collected (the new
 date) and its copying rules (CourseDirectory.ignore, include, max_file_size, max_dir_size), and differs in what it
 accepts: an entry must be a folder (not a link) owned by the student its name claims, named in the form nbgrader's
 submit writes, with nbgrader's submission secret; only regular files owned by that student are copied, never
-following a link, within the size limits and a folder depth. Its time is when it last changed, as the file system
-records it (the latest change time, st_ctime, of the folder and its files, which no student can set back), and the
+following a link, within the size limits and a folder depth, and within the hand-in limits autograde applies (a
+notebook over its limit, and every file beside the notebooks when they are too many or too large, are left out).
+Its time is when it last changed, as the file system records it (the latest change time, st_ctime, of the folder and its files, which no student can set back), and the
 collected timestamp.txt is written from it, never copied. Anything else is skipped with a warning naming it, and
 one student's entry never stops the collect of the others.
 
@@ -54,6 +55,7 @@ SUBMITTED_AT = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})? ?[A-
 MOST_FILES = 1000
 DEEPEST = 16
 SECRET = re.compile(rb"[0-9a-f]{128}")        # nbgrader's submit: secrets.token_hex(64)
+Listed = tuple[str, os.stat_result]             # a file of an entry, and what lstat said of it
 
 
 class NotASubmission(Exception):
@@ -186,7 +188,7 @@ class OwnerCheckedCollect(ExchangeCollect):
             self.log.warning("Not collected: %s (%s)", os.path.basename(src)[:200], error)
             shutil.rmtree(dest, ignore_errors=True)
 
-    def files_to_copy(self, src: str, owner: int) -> list[tuple[str, os.stat_result]]:
+    def files_to_copy(self, src: str, owner: int) -> list[Listed]:
         ignore = ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
                                  max_file_size=self.coursedir.max_file_size, log=self.log)
         budget, chosen = 1000 * self.coursedir.max_dir_size, []
@@ -209,7 +211,41 @@ class OwnerCheckedCollect(ExchangeCollect):
             if budget < 0:
                 raise NotASubmission("over the size limit (CourseDirectory.max_dir_size)")
             chosen.append((path, info))
-        return chosen
+        return self.within_handin_limits(src, chosen)
+
+    def within_handin_limits(self, src: str, chosen: list[Listed]) -> list[Listed]:
+        """What of `chosen` the grader may take, by the hand-in limits autograde's intake applies
+        (autograder/handins.py), applied here so that `submitted/` never holds more: a notebook over
+        COURSE_GRADING_NOTEBOOK_MB is left out (intake grades the release in its place, flagged), and when the files
+        beside the notebooks are more than COURSE_GRADING_HANDIN_FILES or COURSE_GRADING_HANDIN_MB, none of them
+        is taken. Each is a warning naming the student; the student's Submit said so already (tools/lab_student.py)."""
+        from autograder.bounded import notebook_limit
+        from autograder.grading_environment import value
+        from autograder.handins import NBGRADER_FILES
+
+        name = os.path.basename(src)[:200]
+        most_notebook = notebook_limit()
+        most_files, most_bytes = int(value("COURSE_GRADING_HANDIN_FILES")), value("COURSE_GRADING_HANDIN_MB") * 2**20
+        kept, beside = [], []
+        for path, info in chosen:
+            relative = os.path.relpath(path, src)
+            if relative.endswith(".ipynb") and os.sep not in relative:
+                if info.st_size > most_notebook:
+                    self.log.warning("Not collected from %s: %r (%.1f MB, over the notebook limit of %g MB)", name,
+                                     relative[:200], info.st_size / 2**20, most_notebook / 2**20)
+                    continue
+                kept.append((path, info))
+            elif relative in NBGRADER_FILES:
+                kept.append((path, info))
+            else:
+                beside.append((path, info))
+        total = sum(info.st_size for _, info in beside)
+        if len(beside) > most_files or total > most_bytes:
+            self.log.warning("Not collected from %s: the %d files of %.1f MB beside the notebooks (over the hand-in "
+                             "limit of %d files and %g MB; the notebooks were collected)", name, len(beside),
+                             total / 2**20, most_files, most_bytes / 2**20)
+            return kept
+        return kept + beside
 
 
 def utc(seconds: float) -> datetime.datetime:

@@ -1,7 +1,7 @@
 """Before grading a class: which of the grader's limits hold on this machine, for this account, and why.
 
-    python -m autograder.preflight                    # this checkout's course
-    python -m autograder.preflight --course /srv/course
+    python -m autograder.preflight                    # the course the current folder is in, else this checkout's
+    python -m autograder.preflight --course /srv/gpt2-block/course
 
 Run it as the account that grades (on a JupyterHub, the grader account, never root), where it grades. It
 starts a trivial sandbox, tries what a grading kernel's launcher does with control groups (create a group,
@@ -121,12 +121,21 @@ def limit_rows(found: Cgroups, sandbox: bool) -> list[tuple[str, str, str, str]]
     return rows
 
 
+def course_here(folder: Path | None = None) -> Path | None:
+    """The course whose folder holds `folder` (the current one): the nearest with
+    autograder/course_directory.py (on a hub, the grader account's copy: /srv/gpt2-block/course), or None."""
+    folder = (folder or Path.cwd()).resolve()
+    return next((parent for parent in [folder, *folder.parents]
+                 if (parent / "autograder" / "course_directory.py").is_file()), None)
+
+
 def report(course_root: Path | None = None) -> tuple[str, int]:
-    """The preflight's text and exit status."""
+    """The preflight's text and exit status, for `course_root`, else the course the current folder is in, else
+    this checkout's."""
     from autograder.course import REPO, Course
     from autograder.sandboxed_kernel import check
 
-    course = Course(course_root or REPO)
+    course = Course(course_root or course_here() or REPO)
     course.grading_config()                   # the course's limits, as its nbgrader_config.py sets them
     problem = check()
     found = try_cgroups()
@@ -158,7 +167,8 @@ def table(rows: list[tuple[str, ...]]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--course", type=Path, default=None, help="the course's root folder (default: this checkout)")
+    parser.add_argument("--course", type=Path, default=None,
+                        help="the course's root folder (default: the one the current folder is in, else this checkout)")
     text, status = report(parser.parse_args(argv).course)
     print(text)
     return status

@@ -169,3 +169,18 @@ def test_a_folder_named_timestamp_txt_is_not_copied_and_stops_nothing(exchange):
     collected = collect(exchange)
     assert collected["bin"] == {"layernorm.ipynb": b"bin's answer"} and "nobody" in collected
     assert (exchange / "course" / "submitted" / "bin" / A / "timestamp.txt").is_file()
+
+
+def test_collect_keeps_to_the_hand_in_limits_autograde_applies(exchange, monkeypatch):
+    """A hand-in of a notebook and 25 small files (over COURSE_GRADING_HANDIN_FILES): the notebook is collected,
+    none of the files beside it, as autograde's intake would take them (issue 56: 300 files and a 60 MB file once
+    reached `submitted/`); a notebook over its own limit is not collected."""
+    inbound = exchange / "exchange" / COURSE_ID / "inbound"
+    many = {f"data{i}.txt": b"x" for i in range(25)}
+    entry(inbound, "daemon", "daemon", {"layernorm.ipynb": b"daemon's answer, then files", **many}, 40)
+    entry(inbound, "bin", "bin", {"layernorm.ipynb": b"b" * 3000, "notes.txt": b"kept"}, 50)
+    monkeypatch.setenv("COURSE_GRADING_NOTEBOOK_MB", str(2000 / 2**20))          # 2000 bytes a notebook
+    collected = collect(exchange)
+    assert collected["daemon"] == {"layernorm.ipynb": b"daemon's answer, then files"}
+    assert collected["bin"] == {"notes.txt": b"kept"}                            # its notebook left out
+    assert collected["nobody"] == {"layernorm.ipynb": b"nobody's answer", "notes.txt": b"mine"}   # within them

@@ -105,3 +105,15 @@ def test_as_root_without_a_group_it_says_processes_are_not_limited_at_all(undele
     assert rows[processes] == ("nothing: RLIMIT_NPROC does not bind root", "NOT LIMITED")
     assert rows[memory] == ("per-process limits (setrlimit)", "per process only")
     assert "processes NOT AT ALL, since RLIMIT_NPROC does not bind root" in text
+
+
+def test_run_from_a_course_copy_it_checks_that_course(tmp_path, monkeypatch):
+    """On a hub the grader account runs it from its course copy (the instructors' page): that course's
+    configuration, not the checkout's (issue 56, item 5)."""
+    course = tmp_path / "srv" / "course"
+    (course / "autograder").mkdir(parents=True)
+    (course / "autograder" / "course_directory.py").write_text("c = get_config()  # noqa: F821\n")
+    monkeypatch.chdir(course / "autograder")
+    assert preflight.course_here() == course
+    monkeypatch.chdir(tmp_path)
+    assert preflight.course_here() is None

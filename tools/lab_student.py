@@ -9,6 +9,9 @@ this server extension, which tools/lab.py enables for students only, wraps the t
 - before validating or submitting, each notebook must read as a notebook and still hold every answer
   cell of the release (found in the exchange's copy), or the student gets one sentence saying what is
   wrong and how to recover, and nothing is submitted;
+- before submitting, the folder must be within the hand-in limits the grader applies at collect (a
+  notebook's size, the number and size of the files beside the notebooks), or the student is told which
+  and nothing is submitted;
 - Validate stops at the first cell that runs past the timeout (a hook nbclient calls on each failing cell,
   set on nbgrader's Execute in the student's nbgrader_config.py) and says which cell it was.
 
@@ -21,6 +24,8 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
+
+from nbgrader.exchange.default.submit import ExchangeSubmit
 
 STOPPED = "course-validate-stopped:"
 
@@ -73,6 +78,48 @@ def problem_with(path: Path, release: Path | None) -> str | None:
     return None
 
 
+def too_much(folder: Path, ignore: list[str]) -> str | None:
+    """What of the assignment's folder is over the hand-in limits the grader applies at collect and autograde
+    (autograder/handins.py), in words for the student; None if it fits. Files nbgrader's submit leaves out
+    (CourseDirectory.ignore: checkpoints, the feedback folder) are not counted; nothing is read."""
+    import fnmatch
+
+    from autograder.bounded import notebook_limit
+    from autograder.grading_environment import value
+    from autograder.handins import listing
+
+    files = {name: size for name, size in listing(folder).items()
+             if not any(fnmatch.fnmatch(part, pattern) for part in Path(name).parts for pattern in ignore)}
+    most_notebook = notebook_limit()
+    large = [name for name, size in files.items() if name.endswith(".ipynb") and size > most_notebook]
+    beside = {name: size for name, size in files.items() if not name.endswith(".ipynb")}
+    most_files, most_bytes = int(value("COURSE_GRADING_HANDIN_FILES")), value("COURSE_GRADING_HANDIN_MB") * 2**20
+    problems = []
+    if large:
+        problems.append(f"{', '.join(sorted(large))} {'is' if len(large) == 1 else 'are'} over the grader's limit "
+                        f"of {most_notebook / 2**20:g} MB for a notebook (large outputs are the usual cause: "
+                        "Edit > Clear Outputs of All Cells, save, and submit again).")
+    total = sum(beside.values())
+    if len(beside) > most_files or total > most_bytes:
+        problems.append(f"The folder holds {len(beside)} file{'s' * (len(beside) != 1)} of {total / 2**20:.1f} MB "
+                        "beside the notebooks, over "
+                        f"the grader's limit of {most_files} files and {most_bytes / 2**20:g} MB: the grader would "
+                        "take none of them. Move out what the assignment does not need (data you downloaded, "
+                        "models you saved) and submit again.")
+    return " ".join(problems) or None
+
+
+class BoundedSubmit(ExchangeSubmit):
+    """nbgrader's submit, refusing (in too_much's words) a folder over the hand-in limits, for `nbgrader submit` in
+    a terminal as for the Assignments tab: on a hub, the student role's ExchangeFactory.submit (tools/hub.py)."""
+
+    def copy_files(self):
+        problem = too_much(Path(self.src_path), self.coursedir.ignore)
+        if problem:
+            self.fail(f"Nothing was submitted. {problem}")
+        super().copy_files()
+
+
 def released_copy(notebook: Path, config) -> Path | None:
     """The release of this notebook in the exchange (outbound/ASSIGNMENT/NAME), if it can be found."""
     root, course = config.Exchange.get("root"), config.CourseDirectory.get("course_id")
@@ -112,8 +159,11 @@ def _load_jupyter_server_extension(server_app) -> None:
         config = self.load_config()
         problems = [problem for notebook in sorted(folder.glob("*.ipynb"))
                     if (problem := problem_with(notebook, released_copy(notebook, config)))]
-        if problems:
-            return {"success": False, "value": readable("Nothing was submitted.", *problems)}
+        from nbgrader.coursedir import CourseDirectory
+
+        over = too_much(folder, CourseDirectory(config=config).ignore) if folder.is_dir() else None
+        if problems or over:
+            return {"success": False, "value": readable("Nothing was submitted.", *problems, *filter(None, [over]))}
         return submit(self, course_id, assignment_id)
 
     ValidateAssignmentHandler.validate_notebook = validate_notebook

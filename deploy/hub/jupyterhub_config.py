@@ -84,6 +84,11 @@ def role_environment(role: str) -> dict[str, str]:
 
 
 # --- the formgrader: a service of the hub, run as the grader account ----------------------------------------
+# Reached in one click from the hub's own menu (Services -> the course id: /services/<course id>/, whose default page
+# is the formgrader) and from an instructor's course list (its /lab link is sent to /formgrader): a page of its own,
+# since the hub's `frame-ancestors 'none'` forbids framing it (and allowing it would let a student's page on this
+# origin frame the grader's). Teaching assistants in the formgrade group get the formgrader, not the grader
+# account's shell.
 c.JupyterHub.services = [{
     "name": COURSE_ID,
     "url": f"http://127.0.0.1:{SERVICE_PORT}",
@@ -91,7 +96,11 @@ c.JupyterHub.services = [{
     "user": GRADER,
     # nbgrader reads the course's nbgrader_config.py from the folder its server starts in.
     "cwd": str(COURSE.autograder),
-    "environment": {**role_environment("instructor"),
+    # The formgrader alone (roles/formgrader: deploy/hub/formgrader_service.py refuses terminals, kernels and
+    # writes, and sends JupyterLab's pages to /formgrader), and nbconvert's MathJax macro replaced by one that loads
+    # the course's own copy (deploy/hub/share/jupyter, first on JUPYTER_PATH).
+    "environment": {**role_environment("formgrader"), "PYTHONPATH": str(HERE),
+                    "JUPYTER_PATH": str(HERE / "share" / "jupyter"),
                     **{name: os.environ[name] for name in ("COURSE_GRADING_CGROUP_PARENT",) if name in os.environ}},
     "oauth_no_confirm": True,
 }]

@@ -38,7 +38,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import cells, cgroups
+from autograder import cells
 from autograder.course import Course
 from tests import attacks
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
@@ -165,25 +165,16 @@ def hub():
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        proxy_pid = root / "hub" / "jupyterhub-proxy.pid"
-        if proxy_pid.exists():
-            subprocess.run(["kill", "-KILL", proxy_pid.read_text().strip()], capture_output=True)
         for name in accounts:
             subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
-        hub_tools.reopen_checkout(root)                 # this checkout's folders, for the tests after this one
         time.sleep(0.5)
-        for name in accounts:
-            subprocess.run(["userdel", name], capture_output=True)
-            for hierarchy in ("memory", "pids"):
-                group = cgroups.ROOT / hierarchy / name
-                for inner in sorted(group.glob("**/"), key=lambda path: -len(path.parts)) if group.exists() else []:
-                    try:
-                        inner.rmdir()
-                    except OSError:
-                        pass
         if (root / "hub.log").exists():
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             shutil.copy(root / "hub.log", SCREENSHOTS / "hub.log")        # the hub's and every server's log
+        if str(root) in hub_tools.load_state()["roots"]:
+            # What prepare made, as an admin removes it: the accounts, /etc's files, the control group, and this
+            # checkout's folders reopened for the tests after this one.
+            hub_tools.teardown(root, remove_course=True)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -251,6 +242,66 @@ def test_each_person_has_their_own_server_and_the_formgrader_runs_as_the_grader_
     # A student who asks for the formgrader is refused by the hub.
     response = people[ADA].page.request.get(f"{hub.url}/services/{hub_tools.COURSE.course_id}/formgrader")
     assert response.status == 403, (response.status, response.url)
+
+
+def test_the_course_list_opens_the_formgrader_in_one_click(people, hub):
+    """Issue 56, item 2: the course list's link opened JupyterLab framing the formgrader, which the hub's
+    `frame-ancestors 'none'` left blank; it now opens the formgrader as a page of its own."""
+    instructor = people[INSTRUCTOR]
+    listed = instructor.page.request.get(f"{hub.url}/user/{INSTRUCTOR}/formgraders")
+    courses = listed.json()["value"]
+    assert [course["course_id"] for course in courses] == [hub_tools.COURSE.course_id], courses
+    tab = instructor.context.new_page()
+    tab.goto(courses[0]["url"])                            # the link's target is a new tab
+    tab.locator(f"tr:has-text('{A}') .release a").wait_for(timeout=TIMEOUT)     # the formgrader's own page
+    assert "/formgrader" in tab.url and "/lab" not in tab.url, tab.url
+    shot(tab, "formgrader-from-the-course-list")
+    tab.close()
+
+
+def test_an_assistant_gets_no_terminal_kernel_or_file_write_as_the_grader_account(people, hub):
+    """Issue 56, item 3: the formgrade group reached a full JupyterLab as the grader account, terminals and
+    kernels included; what the course's formgrader service answers each of them now."""
+    service = f"{hub.url}/services/{hub_tools.COURSE.course_id}"
+    request = people[INSTRUCTOR].page.request
+    request.get(f"{service}/formgrader")                    # the service's own cookies, its _xsrf among them
+    xsrf = next((cookie["value"] for cookie in people[INSTRUCTOR].context.cookies(service)
+                 if cookie["name"] == "_xsrf"), "")
+    headers = {"X-XSRFToken": xsrf}
+    answers = {
+        "a kernel": request.post(f"{service}/api/kernels", headers=headers, data={}).status,
+        "a session": request.post(f"{service}/api/sessions", headers=headers,
+                                  data={"path": "x.ipynb", "type": "notebook", "kernel": {"name": "python3"}}).status,
+        "a terminal": request.post(f"{service}/api/terminals", headers=headers, data={}).status,
+        "the list of kernels": request.get(f"{service}/api/kernels").status,
+        "a file written": request.put(f"{service}/api/contents/autograder/nbgrader_config.py", headers=headers,
+                                      data={"type": "file", "format": "text", "content": "import os"}).status,
+    }
+    assert answers["a terminal"] in (403, 404), answers           # refused, or no terminals at all
+    answers.pop("a terminal")
+    assert answers == {"a kernel": 403, "a session": 403, "the list of kernels": 403, "a file written": 403}, answers
+    assert "import os" not in (hub.course.autograder / "nbgrader_config.py").read_text()
+
+
+def test_every_login_shell_has_the_courses_python_and_nbgrader(hub):
+    """Issue 56, item 4: `python` and `nbgrader` were "command not found" in every terminal (a login shell, whose
+    /etc/profile resets PATH)."""
+    for name in (ADA, GRADER):
+        found = subprocess.run(["su", "-", name, "-c", "command -v python nbgrader"], capture_output=True, text=True,
+                               env={"PATH": "/usr/bin:/bin"}, cwd="/")
+        assert found.stdout.split() == [f"{Path(hub.settings['COURSE_HUB_PYTHON']).parent}/{command}"
+                                        for command in ("python", "nbgrader")], (name, found.stdout, found.stderr)
+
+
+def test_the_preflight_as_the_page_writes_it_sees_the_grader_accounts_control_group(hub):
+    """Issue 56, item 5: run as the instructors' page says (the grader account's login shell, from its course
+    copy), it found no Python, or reported "per process only" for want of the control group's variable."""
+    ran = subprocess.run(["su", "-", GRADER, "-c", f"cd {hub.course.root} && python -m autograder.preflight"],
+                         capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, cwd="/")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert f"Grading preflight for {hub.course.root}" in ran.stdout
+    if "COURSE_GRADING_CGROUP_PARENT" in hub.settings:
+        assert ran.stdout.count("holds for the whole submission") == 2 and "per process only" not in ran.stdout
 
 
 def test_the_instructor_releases_assignment_1_from_the_formgrader(formgrader, hub):
@@ -349,6 +400,27 @@ def test_the_instructor_generates_and_releases_feedback(people, formgrader, hub)
     modal(formgrader, "Successfully generated feedback")
     row.locator(".release-feedback a").click()
     modal(formgrader, "Successfully released feedback")
+
+
+def test_manual_grading_typesets_math_with_the_courses_own_mathjax(formgrader, hub):
+    """Issue 56, item 7: the manual-grading page loaded MathJax from a CDN, which a server behind a firewall (and
+    this machine) cannot reach, and showed raw TeX."""
+    elsewhere = []
+
+    def outside(request) -> None:
+        if not request.url.startswith(hub.url):
+            elsewhere.append(request.url)
+
+    formgrader.on("request", outside)
+    try:
+        formgrader.goto(f"{hub.url}/services/{hub_tools.COURSE.course_id}/formgrader/gradebook/{A}/"
+                        f"{NOTEBOOK.replace('.ipynb', '')}")
+        formgrader.locator("td a", has_text="Submission #").first.click()
+        formgrader.locator("mjx-container").first.wait_for(timeout=TIMEOUT)
+        shot(formgrader, "manual-grading-math")
+    finally:
+        formgrader.remove_listener("request", outside)
+    assert elsewhere == [], elsewhere
 
 
 @pytest.mark.parametrize("name", STUDENTS)
