@@ -305,3 +305,26 @@ def test_a_handle_that_claims_a_tensor_class_is_not_taken_for_one():
     assert not isinstance(claimed, torch.Tensor) and isinstance(claimed, torch.nn.Module)
     only_tensor = StudentObject(connection, values.Handle(2, "Tensor", ("torch._tensor.Tensor",)))
     assert not isinstance(only_tensor, torch.Tensor)
+
+
+def test_a_modules_length_items_and_indexing_cross_as_the_kernel_gives_them():
+    """len(), iteration and indexing of a student's object (a ModuleList of blocks) are asked of the kernel;
+    PyTorch's own containers give their modules and parameters, a class the student wrote gives values."""
+    student = notebook('''
+import torch
+from torch import nn
+stack = nn.ModuleList(nn.Linear(2, 2) for _ in range(3))
+class Odd(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(2))
+    def __getitem__(self, index):
+        return self.w
+odd = Odd()
+''')
+    names = student.names(["stack", "odd"])
+    stack = names["stack"]
+    assert len(stack) == 3 and len(list(stack)) == 3
+    assert stack[1] is list(stack)[1] and isinstance(stack[1], torch.nn.Linear)
+    assert stack[0].weight is stack[0].weight
+    assert not isinstance(names["odd"][0], torch.nn.Parameter)        # the student's __getitem__: a value

@@ -258,6 +258,20 @@ class Bridge:
         self.namespace.pop(str(message["name"]), None)
         return {}
 
+    def op_len(self, message) -> dict:
+        return {"value": len(self.objects[message["target"]])}
+
+    def op_items(self, message) -> dict:
+        """What iterating over an object gives (a ModuleList's blocks, a dict's keys), at most MOST_ITEMS."""
+        target = self.objects[message["target"]]
+        items = list(itertools.islice(iter(target), MOST_ITEMS))
+        return {"value": items if torch_own(type(target), "__iter__") else without_parameters(items, set())}
+
+    def op_getitem(self, message) -> dict:
+        target = self.objects[message["target"]]
+        item = target[self.resolve(message["key"])]
+        return {"value": item if torch_own(type(target), "__getitem__") else without_parameters(item, set())}
+
     def op_getattr(self, message) -> dict:
         return {"value": getattr(self.objects[message["target"]], message["name"])}
 
@@ -288,6 +302,11 @@ def reads_state(target) -> bool:
     the parameters it returns are the kernel's own, and cross as references; anything else the student wrote."""
     function = getattr(target, "__func__", None)
     return isinstance(target, types.MethodType) and str(getattr(function, "__module__", "")).startswith("torch.")
+
+
+def torch_own(kind: type, method: str) -> bool:
+    """Whether a class's method is PyTorch's (a ModuleList's indexing), not one the student wrote."""
+    return str(getattr(getattr(kind, method, None), "__module__", "")).startswith("torch.")
 
 
 def without_parameters(tree, given: set):

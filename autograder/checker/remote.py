@@ -275,6 +275,23 @@ class StudentObject:
         connection.request(op="setattr", target=object.__getattribute__(self, "_handle").number, name=name,
                            value=value)
 
+    def _ask(self, op: str, **message):
+        connection = object.__getattribute__(self, "_connection")
+        handle = object.__getattribute__(self, "_handle")
+        return connection.wrap(connection.request(op=op, target=handle.number, **message)["value"])
+
+    def __len__(self) -> int:
+        return self._ask("len")          # Python itself insists on a non-negative int
+
+    def __iter__(self):
+        items = self._ask("items")
+        if type(items) is not list:
+            raise TypeError("the student's object gave no items")
+        return iter(items)
+
+    def __getitem__(self, key):
+        return self._ask("getitem", key=key)
+
     def __call__(self, *args, **kwargs):
         return call(object.__getattribute__(self, "_connection"), object.__getattribute__(self, "_handle"),
                     args, kwargs)
