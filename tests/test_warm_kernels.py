@@ -316,8 +316,8 @@ print(json.dumps({"environment": dict(os.environ), "tmp": tempfile.gettempdir(),
 def test_a_notebook_importing_transformers_gets_a_parent_that_has_and_grades_as_cold(tmp_path, monkeypatch):
     """A notebook whose code imports transformers is forked from a second warm parent that has imported it too
     (grading_environment.WARM_PRELOADS): its import costs nothing, and what the kernel sees before and after it,
-    and computes with it, is what a cold kernel sees and computes (but for one variable, said below). Every other notebook keeps the lighter parent,
-    whose kernels hold nothing of transformers."""
+    and computes with it, is what a cold kernel sees and computes (but for one variable, said below). Every other
+    notebook keeps the lighter parent, whose kernels hold nothing of transformers."""
     plain = grade(["import json, sys\nprint(json.dumps(sorted(sys.modules)))"], tmp_path / "plain")[0]
     assert not [name for name in json.loads(printed(plain)) if name.startswith("transformers")]
     base = the_parent()
