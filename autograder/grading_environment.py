@@ -19,6 +19,7 @@ that holds the kernel and everything it starts (where the machine lets the grade
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -177,6 +178,27 @@ WARM_IMPORTS = ("torch", "torch.nn", "torch.nn.functional", "numpy", "numpy.rand
                 "ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell", "ipykernel.debugger",
                 "IPython.core.interactiveshell", "IPython.core.debugger", "IPython.core.completerlib",
                 "IPython.extensions.storemagic", "sqlite3", "tornado.platform.asyncio", "tornado.queues")
+# What a notebook's code may import that takes far longer than its cell should: `transformers` (2.4 s of assignment
+# 4's test_forward_matches_reference and of assignment 6's setup cell). A notebook whose code imports one of these
+# packages gets its kernel from a warm parent that has imported the package's modules the course uses too
+# (warm_imports); the others keep the lighter parent, so a grading process that never grades such a notebook never
+# pays the import.
+WARM_PRELOADS = {
+    "transformers": ("transformers", "transformers.utils.logging", "transformers.models.gpt2.configuration_gpt2",
+                     "transformers.models.gpt2.modeling_gpt2"),
+}
+_IMPORTED_PACKAGE = re.compile(r"^[ \t]*(?:from|import)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
+
+
+def warm_imports(sources) -> tuple[str, ...]:
+    """What the warm parent of a notebook whose code cells are `sources` imports: WARM_IMPORTS, and the WARM_PRELOADS
+    of every package a line of the code imports (`import transformers`, `from transformers import ...`, indented
+    in a function too)."""
+    packages = {name for source in sources for name in _IMPORTED_PACKAGE.findall(source)}
+    return WARM_IMPORTS + tuple(module for package, modules in WARM_PRELOADS.items() if package in packages
+                                for module in modules)
+
+
 # The warm parent's socket, given to the launcher in the kernelspec's environment when the kernel is to be warm.
 WARM_PARENT_VARIABLE = "COURSE_GRADING_WARM_PARENT"
 

@@ -105,6 +105,8 @@ class SandboxKernelSpecs(KernelSpecManager):
 
     courses = List(Unicode(), help="the course folders the sandbox hides (none outside nbgrader)")
     warm = Bool(True, help="fork the kernel from this process's warm parent (warm_kernels.py)")
+    warm_imports = List(Unicode(), help="what that warm parent has imported (grading_environment.warm_imports); "
+                        "empty: grading_environment.WARM_IMPORTS")
     # Why a kernel meant to be warm starts cold (the warm parent could not start); None when none did.
     cold_because = Unicode(None, allow_none=True)
 
@@ -117,7 +119,7 @@ class SandboxKernelSpecs(KernelSpecManager):
             spec["env"] = {**grading_environment.limit_variables(),
                            grading_environment.GRADER_PID_VARIABLE: str(os.getpid())}
             if self.warm:
-                parent, self.cold_because = warm_kernels.parent_socket()
+                parent, self.cold_because = warm_kernels.parent_socket(tuple(self.warm_imports))
                 if parent:
                     spec["env"][grading_environment.WARM_PARENT_VARIABLE] = parent
             return self.kernel_spec_class(resource_dir=str(HERE), name=kernel_name, **spec)
@@ -186,6 +188,10 @@ class GuardedExecute(Execute):
             murmur2_x86(cell.source, get_tmp_hash_seed()) for cell in nb.cells
             if cell.cell_type == "code" and (is_test(cell) or nbgrader_record(cell).get("locked"))]
         self._checker = checker_session.Session(hand_in_key(nb, course_secret(self))) if checked else None
+        # What the kernel's warm parent has imported: what every kernel imports, and the slow imports of this
+        # notebook's code (the checks' too, unless they run in the checker).
+        self._warm_imports = grading_environment.warm_imports(
+            cell.source for cell in nb.cells if cell.cell_type == "code" and not (checked and is_test(cell)))
         for flag in notebook_flags(nb):          # recorded while sanitizing, before this stage
             add_flag(resources, flag)
         try:
@@ -224,7 +230,8 @@ class GuardedExecute(Execute):
             return super().create_kernel_manager()
         self._sockets = tempfile.mkdtemp(prefix="course-grading-")
         self._specs = specs = SandboxKernelSpecs(parent=self, courses=hidden_courses(self),
-                                                 warm=grading_environment.warm_kernels())
+                                                 warm=grading_environment.warm_kernels(),
+                                                 warm_imports=list(getattr(self, "_warm_imports", ())))
         self.km = self.kernel_manager_class(
             kernel_name=grading_environment.KERNEL_NAME, kernel_spec_manager=specs,
             transport="ipc", ip=str(Path(self._sockets) / "kernel"), config=self.config)

@@ -220,6 +220,11 @@ class KernelRelay:
             listener.setblocking(False)
             self._listeners[listener] = target
             self._selector.register(listener, selectors.EVENT_READ)
+        # close() wakes the thread through this pair at once, rather than after its select's timeout (0.1 s a
+        # notebook on average, which the grader waited for).
+        self._wake, self._waker = socket.socketpair()
+        self._wake.setblocking(False)
+        self._selector.register(self._wake, selectors.EVENT_READ)
         self._thread = threading.Thread(target=self._run, name="kernel-relay", daemon=True)
         self._thread.start()
 
@@ -235,6 +240,10 @@ class KernelRelay:
 
     def close(self) -> None:
         self._closing = True
+        try:
+            self._waker.send(b"x")
+        except OSError:
+            pass
         self._thread.join(5)
         try:
             for pair in set(self._pairs.values()):      # each pair is there under both of its ends
@@ -242,6 +251,8 @@ class KernelRelay:
             for listener in self._listeners:
                 listener.close()
             self._selector.close()
+            self._wake.close()
+            self._waker.close()
         finally:
             if self.folder:
                 shutil.rmtree(self.folder, ignore_errors=True)
@@ -251,6 +262,8 @@ class KernelRelay:
     def _run(self) -> None:
         while not self._closing:
             for key, events in self._selector.select(timeout=0.2):
+                if key.fileobj is self._wake:
+                    continue                                # close(): the loop ends
                 if key.fileobj in self._listeners:
                     self._accept(key.fileobj)
                     continue

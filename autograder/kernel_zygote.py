@@ -100,6 +100,9 @@ def fresh_state() -> None:
     multiprocessing = sys.modules.get("multiprocessing.process")
     if multiprocessing is not None:                     # the authentication key of this process's children
         multiprocessing.current_process().authkey = os.urandom(32)
+    tempfile = sys.modules.get("tempfile")
+    if tempfile is not None:                            # the temporary folder the parent found, outside the sandbox
+        tempfile.tempdir = None
     importlib.invalidate_caches()
     sys.path_importer_cache.clear()                     # folder listings the parent read, outside the sandbox
     linecache = sys.modules.get("linecache")
@@ -128,7 +131,8 @@ def become_kernel(request: dict, stdout: int) -> None:
     os.environ.clear()
     os.environ.update({**request["env"], **SET_BY_IMPORTS})       # ipykernel's debugger sets one as it loads
     sys.path[:] = [request["workdir"], *[path for path in sys.path if path]]      # as `python -m` puts the cwd
-    sys.modules.pop("resource", None)
+    if not IMPORTED_RESOURCE:
+        sys.modules.pop("resource", None)
     fresh_state()
     sys.argv = ["ipykernel_launcher", *request["argv"]]
     code = 0
@@ -272,6 +276,7 @@ def reap(*_) -> None:
 
 
 SET_BY_IMPORTS: dict[str, str] = {}     # what the imports put into the environment (a cold kernel's do the same)
+IMPORTED_RESOURCE = False               # whether the imports imported `resource` (else each child's own is dropped)
 
 
 def main(socket_path: str, watch: int, imports: list[str]) -> None:
@@ -279,6 +284,8 @@ def main(socket_path: str, watch: int, imports: list[str]) -> None:
     for name in imports:
         importlib.import_module(name)
     SET_BY_IMPORTS.update({key: text for key, text in os.environ.items() if started_with.get(key) != text})
+    global IMPORTED_RESOURCE
+    IMPORTED_RESOURCE = "resource" in sys.modules
     if threads() != 1:
         # NumPy's OpenBLAS starts its thread pool as it loads, and stops it before a fork (its pthread_atfork
         # handler), to start it again when it is next used: one fork that does nothing leaves the pool stopped here

@@ -22,7 +22,7 @@ def configure(c):
     from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbconvert.preprocessors.sanitize import SanitizeHTML
     from nbgrader.preprocessors import (
-        AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds, GetGrades, IgnorePattern, LimitOutput,
+        AssignLatePenalties, ClearOutput, DeduplicateIds, GetGrades, IgnorePattern, LimitOutput,
         OverwriteCells, OverwriteKernelspec, SaveAutoGrades,
     )
 
@@ -40,6 +40,7 @@ def configure(c):
     from autograder.grading_environment import kernel_arguments, sandbox_enabled, use_limits, value
     from autograder.limits import Limits
     from autograder.late_policy import CourseLatePolicy
+    from autograder.notebook import CheckCellMetadata        # nbgrader's, its schema compiled once per process
 
     HERE = Path(__file__).resolve().parent
 

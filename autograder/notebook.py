@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from nbgrader import preprocessors
 from nbgrader.preprocessors import ClearHiddenTests
 
 # nbgrader's own delimiters (ClearHiddenTests' defaults, which the course keeps), matched as nbgrader matches
@@ -134,3 +135,67 @@ def lessons(nb) -> list[str]:
     metadata = nb.get("metadata", {})
     stems = metadata.get(LESSONS, []) if isinstance(metadata, dict) else []
     return [stem for stem in stems if isinstance(stem, str)] if isinstance(stems, list) else []
+
+
+# --- nbgrader's check of the cell records, with its schema compiled once ---------------------------------------
+
+def _metadata_validator():
+    """nbgrader's MetadataValidator (schema version 3), whose schema check is compiled once per process: nbgrader's
+    own calls jsonschema.validate for every cell, which checks the schema itself again each time (0.08 s of every
+    CheckCellMetadata pass over a notebook, two passes a graded notebook). The same checks in the same order, the
+    same errors: jsonschema.validate is validator_for, check_schema, and the best match of iter_errors."""
+    import jsonschema
+    from nbgrader.nbgraderformat import MetadataValidator
+    from nbgrader.nbgraderformat.common import BaseMetadataValidator, SchemaTooNewError, SchemaTooOldError
+
+    class CompiledSchema(BaseMetadataValidator):
+        def validate_cell(self, cell) -> None:          # BaseMetadataValidator.validate_cell, compiled
+            if "nbgrader" not in cell.metadata:
+                return
+            schema = cell.metadata["nbgrader"].get("schema_version", 0)
+            if schema < self.schema_version:
+                raise SchemaTooOldError(
+                    "Outdated schema version: {} (expected {})".format(schema, self.schema_version),
+                    schema, self.schema_version)
+            elif schema > self.schema_version:
+                raise SchemaTooNewError(
+                    "Schema version is too new: {} (expected {})".format(schema, self.schema_version),
+                    schema, self.schema_version)
+            if getattr(self, "_compiled", None) is None:
+                kind = jsonschema.validators.validator_for(self.schema)
+                kind.check_schema(self.schema)
+                self._compiled = kind(self.schema)
+            error = jsonschema.exceptions.best_match(self._compiled.iter_errors(cell.metadata["nbgrader"]))
+            if error is not None:
+                raise error
+
+    # MetadataValidatorV3 calls its base's validate_cell through super(): this class comes between them.
+    return type("CompiledMetadataValidator", (MetadataValidator, CompiledSchema), {})()
+
+
+_validator = None
+
+
+def metadata_validator():
+    global _validator
+    if _validator is None:
+        _validator = _metadata_validator()
+    return _validator
+
+
+class CheckCellMetadata(preprocessors.CheckCellMetadata):
+    """nbgrader's CheckCellMetadata (the same errors, the same log) with the validator made once per process."""
+
+    def preprocess(self, nb, resources):
+        import traceback
+
+        from nbgrader.nbgraderformat import ValidationError
+
+        try:
+            metadata_validator().validate_nb(nb)
+        except ValidationError:
+            self.log.error(traceback.format_exc())
+            msg = "Notebook failed to validate; the nbgrader metadata may be corrupted."
+            self.log.error(msg)
+            raise ValidationError(msg)
+        return nb, resources

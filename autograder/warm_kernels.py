@@ -2,8 +2,10 @@
 
 A grading process (nbgrader autograde, a class grader's Dask worker) starts its warm parent when its first
 warm kernel is asked for and keeps it until it exits. The parent is a child of this process that imports
-grading_environment.WARM_IMPORTS once; each kernel is then forked from it into a sandbox bubblewrap built
-for it (sandboxed_kernel.run_warm), instead of a new Python importing PyTorch in each sandbox.
+grading_environment.WARM_IMPORTS once (for the notebooks whose code imports a package of
+grading_environment.WARM_PRELOADS, another that has imported that package too); each kernel is then forked from
+it into a sandbox bubblewrap built for it (sandboxed_kernel.run_warm), instead of a new Python importing PyTorch
+in each sandbox.
 
 - It gets the kernel's environment (sandboxed_kernel.kernel_environment: never this process's tokens or paths)
   and an empty folder of its own as its working folder, inside a folder only this user can enter, which also
@@ -90,10 +92,12 @@ _failed: dict[tuple, str] = {}
 _lock = threading.Lock()
 
 
-def parent_socket() -> tuple[str | None, str | None]:
-    """(the socket of this process's warm parent for kernels started now, None) or (None, why there is none)."""
+def parent_socket(imports: tuple[str, ...] | None = None) -> tuple[str | None, str | None]:
+    """(the socket of this process's warm parent for kernels started now that has imported `imports`, by default
+    grading_environment.WARM_IMPORTS, None) or (None, why there is none)."""
+    imports = tuple(imports or grading_environment.WARM_IMPORTS)
     environment = sandboxed_kernel.kernel_environment()
-    key = (sys.executable, tuple(sorted(environment.items())), grading_environment.WARM_IMPORTS)
+    key = (sys.executable, tuple(sorted(environment.items())), imports)
     with _lock:
         if key in _failed:
             return None, _failed[key]
@@ -102,7 +106,7 @@ def parent_socket() -> tuple[str | None, str | None]:
             return parent.socket, None
         if parent is not None:                 # it died: started again for this kernel and the next
             parent.stop()
-        parent = WarmParent(environment, grading_environment.WARM_IMPORTS)
+        parent = WarmParent(environment, imports)
         try:
             parent.start(grading_environment.value("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT"))
         except (OSError, RuntimeError) as error:

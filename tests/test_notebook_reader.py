@@ -92,3 +92,30 @@ def test_feedback_shows_a_placeholder_where_each_hidden_part_was_even_an_unclose
         shown = notebook.without_hidden_parts(master, "# hidden")
         assert notebook.HIDDEN_BEGIN not in shown and not any(part.strip() and part in shown
                                                               for part in notebook.hidden_parts(master))
+
+
+@pytest.mark.parametrize("change", [
+    lambda record: None, lambda record: record.update(points="x"), lambda record: record.update(grade_id=3),
+    lambda record: record.pop("locked"), lambda record: record.update(schema_version=2),
+    lambda record: record.update(schema_version=9), lambda record: record.update(extra=1),
+    lambda record: record.update(grade="yes"), lambda record: record.update(solution=True, grade=True, locked=True),
+    lambda record: record.update(grade_id="a b"),
+], ids=["intact", "points", "grade_id", "locked", "too old", "too new", "extra key", "grade", "locked solution",
+        "grade_id spaces"])
+def test_the_course_checks_cell_records_as_nbgrader_does(change):
+    """CheckCellMetadata with its schema compiled once (the course's, in both passes of grading) passes and fails
+    exactly as nbgrader's own, with the same error, on every master."""
+    from nbgrader.nbgraderformat import MetadataValidator
+
+    for assignment in COURSE.assignments():
+        master = nbformat.read(COURSE.master_notebook(assignment), as_version=4)
+        cell = next(cell for cell in master.cells if notebook.nbgrader_record(cell).get("grade"))
+        change(cell.metadata["nbgrader"])
+        said = []
+        for validator in (MetadataValidator(), notebook.metadata_validator()):
+            try:
+                validator.validate_nb(copy.deepcopy(master))
+                said.append("valid")
+            except Exception as error:             # noqa: BLE001 (compared, type and message)
+                said.append(f"{type(error).__name__}: {error}")
+        assert said[0] == said[1], assignment

@@ -265,7 +265,7 @@ def test_a_warm_parent_that_failed_or_cannot_start_gives_a_cold_kernel_flagged(t
     notebook is graded and flagged with why; a parent that cannot start at all makes every kernel cold, flagged; a
     parent that died is started again for the next kernel."""
     check = ["import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()) == [1, os.getpid()])"]
-    monkeypatch.setattr(warm_kernels, "parent_socket", lambda: (str(tmp_path / "no-parent-here"), None))
+    monkeypatch.setattr(warm_kernels, "parent_socket", lambda *_: (str(tmp_path / "no-parent-here"), None))
     notebook, resources = grade(check, tmp_path / "no-answer")
     assert printed(notebook) == "True\n"                           # a cold kernel: bwrap's init and itself
     assert any(flag.startswith("kernel started cold: the warm parent did not start it") for flag in resources[FLAGS])
@@ -287,6 +287,79 @@ def test_a_warm_parent_that_failed_or_cannot_start_gives_a_cold_kernel_flagged(t
     assert not resources.get(FLAGS), resources.get(FLAGS)
     assert len(json.loads(printed(notebook))) == 3                 # warm again: a new parent
     assert the_parent() is not parent
+
+
+# A notebook that imports transformers, as assignment 4's check and assignment 6's setup cell do: what its kernel
+# sees before the import and after it, and what the import computes.
+TRANSFORMERS_BEFORE = r'''
+import json, os, sys, tempfile
+print(json.dumps({"preloaded": "transformers.models.gpt2.modeling_gpt2" in sys.modules,
+                  "environment": dict(os.environ), "tmp": tempfile.gettempdir()}))
+'''
+TRANSFORMERS_AFTER = r'''
+import json, os, sys, tempfile, torch
+from transformers import GPT2Config, GPT2LMHeadModel
+from transformers.utils import logging as hf_logging
+import torch._dynamo.package as dynamo_package
+hf_logging.set_verbosity_error()
+torch.manual_seed(0)
+model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=8, n_positions=8, vocab_size=11)).eval()
+with torch.no_grad():
+    logits = model(torch.tensor([[1, 2, 3]])).logits
+print(json.dumps({"environment": dict(os.environ), "tmp": tempfile.gettempdir(),
+                  "modules": sorted(name for name in sys.modules if name.split(".")[0] == "transformers"),
+                  "dynamo cache": dynamo_package.DynamoCache.path_prefix(),
+                  "logits": logits.flatten().tolist(), "random": torch.rand(1).item()}))
+'''
+
+
+def test_a_notebook_importing_transformers_gets_a_parent_that_has_and_grades_as_cold(tmp_path, monkeypatch):
+    """A notebook whose code imports transformers is forked from a second warm parent that has imported it too
+    (grading_environment.WARM_PRELOADS): its import costs nothing, and what the kernel sees before and after it,
+    and computes with it, is what a cold kernel sees and computes (but for one variable, said below). Every other
+    notebook keeps the lighter parent, whose kernels hold nothing of transformers."""
+    plain = grade(["import json, sys\nprint(json.dumps(sorted(sys.modules)))"], tmp_path / "plain")[0]
+    assert not [name for name in json.loads(printed(plain)) if name.startswith("transformers")]
+    base = the_parent()
+    try:
+        warm = [grade([TRANSFORMERS_BEFORE, TRANSFORMERS_AFTER], tmp_path / f"warm-{n}")[0] for n in range(2)]
+        heavy = [parent for parent in warm_kernels.running() if parent is not base]
+        assert len(heavy) == 1 and set(heavy[0].imports) >= set(grading_environment.WARM_PRELOADS["transformers"])
+        monkeypatch.setenv(grading_environment.KERNELS_VARIABLE, "cold")
+        cold = grade([TRANSFORMERS_BEFORE, TRANSFORMERS_AFTER], tmp_path / "cold")[0]
+        seen = {}
+        for name, notebook in (("warm", warm[0]), ("again", warm[1]), ("cold", cold)):
+            assert not errors(notebook), errors(notebook)
+            lines = [json.loads(re.sub(r"course-grading-[A-Za-z0-9_]+", "course-grading-X",
+                                       re.sub(r"tmp[A-Za-z0-9_]{8}", "tmpX", "".join(output.get("text", "")
+                                                                                       for output in cell.outputs))))
+                     for cell in notebook.cells]
+            seen[name] = lines
+        assert seen["warm"][0].pop("preloaded") and seen["again"][0].pop("preloaded")
+        assert not seen["cold"][0].pop("preloaded")
+        # Before the import, one difference: the folder of PyTorch's compile cache, which the import of transformers
+        # names in the environment (torch._dynamo), is there from the start (the same folder: the same user and /tmp).
+        cache = "TORCHINDUCTOR_CACHE_DIR"
+        assert seen["cold"][1]["environment"][cache] == seen["warm"][0]["environment"].pop(cache)
+        assert seen["again"][0]["environment"].pop(cache) == seen["cold"][1]["environment"][cache]
+        assert seen["warm"] == seen["cold"]
+        assert seen["again"] == seen["cold"]
+    finally:
+        with warm_kernels._lock:
+            for key, parent in list(warm_kernels._parents.items()):
+                if parent is not base:
+                    parent.stop()
+                    del warm_kernels._parents[key]
+    assert the_parent() is base
+
+
+def test_warm_imports_follow_what_the_notebook_imports():
+    imports = grading_environment.warm_imports
+    assert imports(["import torch\nx = 1"]) == grading_environment.WARM_IMPORTS
+    assert imports(["print('from transformers import nothing')"]) == grading_environment.WARM_IMPORTS
+    for source in ("from transformers import GPT2Config", "def check():\n    from transformers import GPT2Config",
+                   "import transformers.models.gpt2 as gpt2"):
+        assert imports([source]) == grading_environment.WARM_IMPORTS + grading_environment.WARM_PRELOADS["transformers"]
 
 
 def test_the_kernels_setting_is_declared_and_checked(monkeypatch):
