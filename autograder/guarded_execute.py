@@ -187,7 +187,13 @@ class GuardedExecute(Execute):
         self._grader_cells = [] if checked else [
             murmur2_x86(cell.source, get_tmp_hash_seed()) for cell in nb.cells
             if cell.cell_type == "code" and (is_test(cell) or nbgrader_record(cell).get("locked"))]
-        self._checker = checker_session.Session(hand_in_key(nb, course_secret(self))) if checked else None
+        # The checker's parent imports what the checks and given cells do slowly (transformers, for assignment
+        # 4's reference GPT-2), once, instead of each notebook's checker.
+        preloads = tuple(module for module in grading_environment.warm_imports(
+            cell.source for cell in nb.cells if cell.cell_type == "code" and (is_test(cell) or is_given(cell)))
+            if module not in grading_environment.WARM_IMPORTS)
+        self._checker = (checker_session.Session(hand_in_key(nb, course_secret(self)),
+                                                 checker_session.IMPORTS + preloads) if checked else None)
         # What the kernel's warm parent has imported: what every kernel imports, and the slow imports of this
         # notebook's code (the checks' too, unless they run in the checker).
         self._warm_imports = grading_environment.warm_imports(

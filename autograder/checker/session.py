@@ -35,14 +35,17 @@ class CheckerTimeout(Exception):
 
 
 class CheckerParent:
-    def __init__(self):
+    """A warm parent that has imported `imports` (PyTorch; transformers too for a notebook whose checks use it),
+    forking one child per notebook."""
+
+    def __init__(self, imports: tuple = IMPORTS):
         self.folder = Path(tempfile.mkdtemp(prefix="course-checker-"))       # mode 0700: this account's only
         self.socket = str(self.folder / "parent")
         watched, self._watch = os.pipe()
         os.set_inheritable(self._watch, False)
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", START, PACKAGE_PARENT, self.socket, str(watched), json.dumps(list(IMPORTS))],
+                [sys.executable, "-c", START, PACKAGE_PARENT, self.socket, str(watched), json.dumps(list(imports))],
                 cwd=self.folder, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 pass_fds=[watched], start_new_session=True)
         finally:
@@ -72,41 +75,40 @@ class CheckerParent:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-_parent: CheckerParent | None = None
+_parents: dict[tuple, CheckerParent] = {}     # one per set of imports, started when a notebook first needs it
 _lock = threading.Lock()
 
 
-def parent() -> CheckerParent:
-    global _parent
+def parent(imports: tuple = IMPORTS) -> CheckerParent:
     with _lock:
-        if _parent is None or not _parent.alive():
-            if _parent is not None:
-                _parent.stop()
-            _parent = CheckerParent()
-        return _parent
+        running = _parents.get(imports)
+        if running is None or not running.alive():
+            if running is not None:
+                running.stop()
+            running = _parents[imports] = CheckerParent(imports)
+        return running
 
 
 @atexit.register
 def stop_parent() -> None:
-    global _parent
     with _lock:
-        if _parent is not None:
-            _parent.stop()
-            _parent = None
+        for running in _parents.values():
+            running.stop()
+        _parents.clear()
 
 
 class Session:
     """The checks of one notebook, in a child of the checker parent. `key`: the hand-in's key for hidden inputs."""
 
-    def __init__(self, key: bytes):
-        self.key = key
+    def __init__(self, key: bytes, imports: tuple = IMPORTS):
+        self.key, self.imports = key, tuple(imports)
         self.connection: socket.socket | None = None
         self.pid: int | None = None
         self.cells: list[tuple[str, str, str]] = []      # the given cells run so far, replayed in a new child
 
     def start(self) -> None:
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        connection.connect(parent().socket)
+        connection.connect(parent(self.imports).socket)
         send(connection, b"K", self.key)
         kind, pid = receive(connection, 64)
         if kind != b"P":
