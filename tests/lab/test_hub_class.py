@@ -1,4 +1,4 @@
-"""A class of 8 on the course's hub machine, set up and graded with the instructors' page's commands as written
+"""A class of 4 on the course's hub machine, set up and graded with the instructors' page's commands as written
 (issue 56): no browser and no hub server, the accounts and shells as each person meets them.
 
 - the admin's commands (`make hub-prerequisites`, `sudo .venv/bin/python -m tools.hub prepare --roster roster.csv
@@ -46,7 +46,7 @@ A, NOTEBOOK = "01-layernorm", "layernorm.ipynb"
 ROOT = Path("/srv") / hub_tools.COURSE.course_id
 GRADER = hub_tools.GRADER
 TAG = str(os.getpid())[-4:]
-STUDENTS = [f"s{TAG}x{number:02d}" for number in range(1, 9)]   # 8: the path is the same for 200, the suite's time is not
+STUDENTS = [f"s{TAG}x{number:02d}" for number in range(1, 5)]   # 4: the path is the same for 200, the suite's time is not
 BUGGY = set(STUDENTS[::7])                            # the sample variance: bob's misconception
 HOARDER = STUDENTS[1]                                 # 25 files beside the notebook
 POINTS = sum(grading.points_by_answer(A).values())
