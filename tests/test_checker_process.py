@@ -228,3 +228,16 @@ def test_the_checkers_memory_is_limited_as_a_submissions_kernel_is():
         assert session.run("check", "after", "assert 1 + 1 == 2", student_bridge(), 30)["ok"]
     finally:
         session.close()
+
+
+def test_a_checker_parent_whose_grader_has_gone_removes_its_folder():
+    """A grading process killed before its exit handlers ran (a Dask worker's end, a kill from the shell) leaves
+    its checker parent's socket folder to the parent, which removes it: nothing piles up in the temporary folder."""
+    from autograder.checker.session import CheckerParent
+
+    checker = CheckerParent(("torch",))
+    folder = checker.folder
+    os.close(checker._watch)            # as the kernel closes a dead grader's end of the pipe
+    checker._watch = None
+    checker.process.wait(timeout=30)
+    assert not folder.exists()

@@ -26,6 +26,7 @@ import json
 import linecache
 import os
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -211,7 +212,8 @@ def main(socket_path: str, watch: int, imports: list[str]) -> None:
     os.close(null)
     while True:
         ready, _, _ = select.select([server, watch], [], [])
-        if watch in ready:                                   # the grader has gone
+        if watch in ready:            # the grader has gone (killed, too, where its atexit never ran): its folder
+            shutil.rmtree(os.path.dirname(socket_path), ignore_errors=True)    # was made for this parent only
             return
         connection, _ = server.accept()
         try:
