@@ -8,6 +8,7 @@ that need the student's side to be a real kernel are graded through the grader i
 
 from __future__ import annotations
 
+import collections
 import json
 import struct
 
@@ -116,6 +117,63 @@ def untouched(x):
     assert functions["untouched"](x) is not x and torch.equal(x, kept)
     result = functions["center"](x)
     assert result is x and not torch.equal(x, kept) and torch.allclose(x.mean(-1), torch.zeros(2))
+
+
+def test_lists_and_dicts_the_students_code_changes_in_place_change_in_the_check_too():
+    """A converter that pops its input's keys, transposes a tensor in place or reorders a list (assignment 6's
+    catalogued bugs) leaves the check's own objects as it would have left them in the kernel."""
+    student = notebook('''
+def convert(state, order):
+    out = {"w": state.pop("a").t_()}
+    state["new"] = out["w"]
+    order.reverse()
+    return out
+''')
+    convert = student.names(["convert"])["convert"]
+    a, b = torch.arange(6.0).reshape(2, 3), torch.ones(2)
+    state, order = collections.OrderedDict(a=a, b=b), [a, b]                # as state_dict() gives it
+    out = convert(state, order)
+    assert list(state) == ["b", "new"] and state["b"] is b and state["new"] is a and out["w"] is a
+    assert a.shape == (3, 2) and torch.equal(a, torch.arange(6.0).reshape(2, 3).t())
+    assert order[0] is b and order[1] is a
+    shared = torch.nn.Linear(3, 3).weight      # a state dict's entry shares its memory with the parameter
+    entry, kept = shared.detach(), shared.detach().clone()
+    convert({"a": entry}, [])
+    assert torch.equal(entry, kept.t()) and torch.equal(shared.detach(), kept)     # t_() views it anew, only it
+
+
+def test_configurations_cross_as_their_fields_and_come_back_as_the_students_objects():
+    """A check's own Config dataclass (assignment 5's block checks) reaches the student's code as an instance of
+    the notebook's dataclass of that name where it has one with these fields, else of one made with them; a
+    transformers configuration (assignment 6) as transformers' own class; the student's dataclass comes back as
+    an object whose fields the check reads."""
+    import dataclasses
+
+    from transformers import GPT2Config
+
+    student = notebook('''
+from dataclasses import dataclass
+@dataclass
+class GPTConfig:
+    width: int
+    eps: float = 1e-5
+def describe(cfg):
+    return type(cfg).__name__, cfg.width, cfg.eps
+def from_hf(hf):
+    return GPTConfig(width=hf.n_embd, eps=hf.layer_norm_epsilon)
+''')
+    describe, from_hf = (student.names(["describe", "from_hf"])[name] for name in ("describe", "from_hf"))
+
+    @dataclasses.dataclass
+    class Config:
+        width: int
+        eps: float
+        heads: int = 2
+
+    assert describe(dataclasses.make_dataclass("GPTConfig", ["width", "eps"])(8, 1e-3)) == ("GPTConfig", 8, 1e-3)
+    assert describe(Config(4, 1e-6)) == ("Config", 4, 1e-6)
+    got = from_hf(GPT2Config(n_embd=12, n_layer=1, n_head=2, layer_norm_epsilon=1e-3))
+    assert (got.width, got.eps, hasattr(got, "heads")) == (12, 1e-3, False)
 
 
 def test_the_students_exceptions_are_raised_again_as_their_built_in_kind():

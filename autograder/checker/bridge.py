@@ -17,10 +17,10 @@ import types
 import torch
 
 try:
-    from autograder.checker.values import (ArgumentRef, ClassSource, DataclassValue, Handle, Library, ModuleState,
+    from autograder.checker.values import (ArgumentRef, ClassSource, ConfigValue, DataclassValue, Handle, Library, ModuleState,
                                            Opaque, TensorRef, pack, tensor_bytes, unpack)
 except ImportError:       # in the grading kernel, where kernel_startup.py loads values.py beside this file
-    from _course_checker_values import (ArgumentRef, ClassSource, DataclassValue, Handle, Library, ModuleState,
+    from _course_checker_values import (ArgumentRef, ClassSource, ConfigValue, DataclassValue, Handle, Library, ModuleState,
                                         Opaque, TensorRef, pack, tensor_bytes, unpack)
 
 MOST_REQUEST_BYTES = 64 * 2**20
@@ -64,6 +64,7 @@ class Bridge:
         self.classes: dict[str, type] = {}                   # a check's class, by its key, defined here once
         self.class_keys: dict[int, str] = {}                 # id(such a class) -> its key
         self.stamps: dict[int, tuple] = {}                   # number -> the parameter's stamp when last sent
+        self.dataclasses: dict[tuple, type] = {}             # (name, fields) -> a dataclass made for a check's
 
     # --- the wire ----------------------------------------------------------------------------------------
 
@@ -110,7 +111,8 @@ class Bridge:
                               type({}.values()), type({}.items()))):
             return list(itertools.islice(value, MOST_ITEMS))
         if isinstance(value, (types.FunctionType, types.MethodType, types.BuiltinFunctionType, type,
-                              torch.nn.Module, torch.optim.Optimizer)) or callable(value):
+                              torch.nn.Module, torch.optim.Optimizer)) or callable(value) \
+                or hasattr(type(value), "__dataclass_fields__"):     # a config the student's code returned
             number = self.object_numbers.get(id(value))
             if number is None or self.objects.get(number) is not value:      # one number per object: identity
                 number = next(self.numbers)
@@ -151,9 +153,13 @@ class Bridge:
         if isinstance(value, ModuleState):
             return self.build(value)
         if isinstance(value, DataclassValue):
-            kind = self.namespace.get(value.name)
-            if not isinstance(kind, type) or not hasattr(kind, "__dataclass_fields__"):
-                raise TypeError(f"the notebook has no dataclass {value.name[:100]!r}")
+            return self.dataclass(value.name, self.resolve(value.fields))
+        if isinstance(value, ConfigValue):
+            import transformers
+
+            kind = getattr(transformers, value.name, None) if value.name.isidentifier() else None
+            if not (isinstance(kind, type) and issubclass(kind, transformers.PretrainedConfig)):
+                raise TypeError(f"transformers has no configuration {value.name[:100]!r}")
             return kind(**self.resolve(value.fields))
         if type(value) is list:
             return [self.resolve(item) for item in value]
@@ -162,6 +168,21 @@ class Bridge:
         if type(value) is dict:
             return {key: self.resolve(item) for key, item in value.items()}
         return value
+
+    def dataclass(self, name: str, fields: dict):
+        """An instance of the notebook's dataclass of that name (the release's GPTConfig), or, where the notebook
+        has none with these fields (a check's own Config of the same fields), of one made with them."""
+        import dataclasses
+
+        if not (name.isidentifier() and type(fields) is dict and all(key.isidentifier() for key in fields)):
+            raise TypeError("a dataclass's name and fields are names")
+        kind = self.namespace.get(name)
+        if not (isinstance(kind, type) and dataclasses.is_dataclass(kind)
+                and set(fields) <= {field.name for field in dataclasses.fields(kind)}):
+            kind = self.dataclasses.get((name, tuple(fields)))
+            if kind is None:
+                kind = self.dataclasses[name, tuple(fields)] = dataclasses.make_dataclass(name, list(fields))
+        return kind(**fields)
 
     def define(self, shipped: ClassSource) -> type:
         """A check's class, defined once beside the notebook (its names are the notebook's, read when the class
@@ -223,8 +244,13 @@ class Bridge:
     def op_call(self, message) -> dict:
         target = self.objects[message["target"]]
         args, kwargs = self.resolve(message["args"]), self.resolve(message["kwargs"])
-        before = {path: tensor_bytes(tensor) for path, tensor in tensors_in((args, kwargs))
-                  if not isinstance(tensor, torch.nn.Parameter)}
+        # What the call may change in place, by identity (a list the student pops shifts the paths after it):
+        # its argument tensors' values and its lists' and dicts' contents.
+        before = {id(tensor): (path, tensor, tensor_bytes(tensor), view(tensor))
+                  for path, tensor in tensors_in((args, kwargs)) if not isinstance(tensor, torch.nn.Parameter)}
+        where = argument_paths((args, kwargs))
+        shapes = {path: (container, contents(container)) for path, container in objects_in((args, kwargs))
+                  if len(path) >= 2 and type(container) in (list, dict)}
         device = message.get("device", "cpu")
         if device not in DEVICES:
             raise ValueError(f"a call on the device {str(device)[:40]!r}")
@@ -236,9 +262,15 @@ class Bridge:
             # unless it is a parameter of a module the check passed in (`param_groups(model)` returns model's own)
             given = {id(parameter) for module in modules_in((args, kwargs)) for parameter in module.parameters()}
             result = without_parameters(result, given)
-        changed = {path_key(path): tensor.detach() for path, tensor in tensors_in((args, kwargs))
-                   if not isinstance(tensor, torch.nn.Parameter) and tensor_bytes(tensor) != before.get(path)}
-        reply = {"result": refer_to_arguments(result, (args, kwargs)), "changed": changed}
+        changed = {path_key(path): tensor.detach() for path, tensor, was, _ in before.values()
+                   if tensor_bytes(tensor) != was}
+        # t_(), transpose_(): the tensor now views its memory another way, the memory itself (which another
+        # tensor may share: a state dict's entry and its model's parameter) is as it was
+        reviewed = [path_key(path) for path, tensor, _, was in before.values() if view(tensor) != was]
+        reshaped = {path_key(path): refer_to_arguments(type(container)(container), where)
+                    for path, (container, was) in shapes.items() if contents(container) != was}
+        reply = {"result": refer_to_arguments(result, where), "changed": changed, "reviewed": reviewed,
+                 "reshaped": reshaped}
         outputs = [tensor for _, tensor in tensors_in(result) if not isinstance(tensor, torch.nn.Parameter)]
         if message.get("grad") and any(tensor.requires_grad for tensor in outputs):
             inputs = [tensor for _, tensor in tensors_in((args, kwargs))
@@ -356,9 +388,14 @@ def path_key(path) -> str:
     return "/".join(map(str, path))
 
 
-def refer_to_arguments(result, arguments):
+def argument_paths(arguments) -> dict:
+    """Where each object of a call's arguments is, by identity (read before the call: the check's side has the
+    arguments as they were)."""
+    return {id(value): path for path, value in objects_in(arguments) if len(path) >= 2}
+
+
+def refer_to_arguments(result, where: dict):
     """The result, with each of the call's own argument objects replaced by a reference to it."""
-    where = {id(value): path for path, value in objects_in(arguments) if len(path) >= 2}
 
     def walk(value):
         if id(value) in where and not isinstance(value, (int, float, str, bool, type(None))):
@@ -372,6 +409,17 @@ def refer_to_arguments(result, arguments):
         return value
 
     return walk(result)
+
+
+def view(tensor: torch.Tensor) -> tuple:
+    return tuple(tensor.shape), tuple(tensor.stride()), tensor.storage_offset(), tensor.dtype
+
+
+def contents(container) -> tuple:
+    """What a list or dict holds, by identity: a call that adds, removes, replaces or reorders changes it."""
+    if type(container) is dict:
+        return tuple((key, id(value)) for key, value in container.items())
+    return tuple(id(value) for value in container)
 
 
 def objects_in(tree, path=()):

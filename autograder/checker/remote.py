@@ -33,7 +33,7 @@ import torch
 
 from autograder.checker import values
 from autograder.checker.bridge import tensors_in
-from autograder.checker.values import (ArgumentRef, ClassSource, DataclassValue, Handle, Library, ModuleState,
+from autograder.checker.values import (ArgumentRef, ClassSource, ConfigValue, DataclassValue, Handle, Library, ModuleState,
                                        Opaque, TensorRef)
 
 HIDDEN_MARK = "### BEGIN HIDDEN TESTS"
@@ -123,6 +123,10 @@ class Connection:
             return self.class_node(value)
         if isinstance(value, torch.nn.Module):
             return self.module_state(value)
+        if is_transformers_config(value):             # before dataclasses: transformers 5 makes them dataclasses
+            fields = {key: item for key, item in value.to_diff_dict().items()
+                      if key not in ("transformers_version", "model_type")}
+            return ConfigValue(type(value).__name__, fields)
         if hasattr(type(value), "__dataclass_fields__"):
             import dataclasses
 
@@ -323,6 +327,13 @@ def class_lines(kind: type):
     return filename, first, whole[first - 1:node.end_lineno], hidden
 
 
+def is_transformers_config(value) -> bool:
+    """A configuration of transformers' own (looked up without importing transformers where no check has)."""
+    transformers = sys.modules.get("transformers")
+    return transformers is not None and isinstance(value, transformers.PretrainedConfig) \
+        and type(value).__module__.startswith("transformers.")
+
+
 def plain(value) -> bool:
     """A value that crosses as itself (a module's public attribute: its sizes, eps, p)."""
     if value is None or isinstance(value, (bool, int, float, str, torch.dtype)):
@@ -392,18 +403,26 @@ def call(connection: Connection, handle: Handle, args: tuple, kwargs: dict):
     grad = context["grad"]
     reply = connection.request(op="call", target=handle.number, args=args, kwargs=kwargs, **context)
     arguments = (args, kwargs)
-    own = dict(tensors_in(arguments))
+    containers = dict(as_sent(arguments))
+    own = {path: value for path, value in containers.items() if isinstance(value, torch.Tensor)}
+    reshaped = [(containers.get(key_path(key)), with_arguments(connection.wrap(new), arguments))
+                for key, new in (reply.get("reshaped") or {}).items()]     # read before any argument changes
+    result = with_arguments(connection.wrap(reply.get("result")), arguments)
+    reviewed = reply.get("reviewed") if type(reply.get("reviewed")) is list else []
     for key, new in (reply.get("changed") or {}).items():
-        path = tuple(int(step) if step.isdigit() else step for step in key.split("/"))
-        target = own.get(path)
+        target = own.get(key_path(key))
         if isinstance(target, torch.Tensor) and isinstance(new, torch.Tensor):
             with torch.no_grad():
-                if target.shape == new.shape and target.dtype == new.dtype:
-                    target.copy_(new)
-                else:                                   # resized or retyped in place: the new value stands
+                if target.shape == new.shape and target.dtype == new.dtype and key not in reviewed:
+                    target.copy_(new)                   # written into its memory, as whatever shares it sees
+                else:                                   # viewed anew (t_()), resized or retyped: its own memory
                     target.data = new
-    result = connection.wrap(reply.get("result"))
-    result = with_arguments(result, arguments)
+    for target, new in reshaped:            # a list or dict the student's code changed in place: changed here too
+        if isinstance(target, dict) and type(new) is dict:        # a state dict (an OrderedDict) too
+            target.clear()
+            target.update(new)
+        elif isinstance(target, list) and type(new) is list:
+            target[:] = new
     if grad and "graph" in reply:
         result = attach(connection, reply["graph"], result, [tensor for _, tensor in tensors_in(arguments)
                                                              if tensor.requires_grad
@@ -411,6 +430,22 @@ def call(connection: Connection, handle: Handle, args: tuple, kwargs: dict):
     else:
         result = detached(result)
     return result
+
+
+def as_sent(tree, path=()):
+    """(path, object) for the check's arguments as values.pack sent them (an OrderedDict as a dict, a named
+    tuple as a tuple): the paths the kernel's reply names."""
+    yield path, tree
+    if isinstance(tree, (list, tuple)):
+        for index, item in enumerate(tree):
+            yield from as_sent(item, (*path, index))
+    elif isinstance(tree, dict):
+        for key, item in tree.items():
+            yield from as_sent(item, (*path, key))
+
+
+def key_path(key: str) -> tuple:
+    return tuple(int(step) if step.isdigit() else step for step in key.split("/"))
 
 
 def with_arguments(result, arguments):

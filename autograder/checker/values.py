@@ -155,6 +155,17 @@ class DataclassValue:
         self.name, self.fields = name, fields
 
 
+class ConfigValue:
+    """A configuration of Hugging Face's transformers (a `GPT2Config` a check converts with the student's code):
+    its class's name there and the fields that differ from that class's defaults; the kernel builds it with
+    transformers' own class of that name (a configuration class, nothing else)."""
+
+    __slots__ = ("name", "fields")
+
+    def __init__(self, name: str, fields: dict):
+        self.name, self.fields = name, fields
+
+
 class ArgumentRef:
     """The student's function returned (or put into its result) one of its own arguments: the checker answers
     with its own object, so that `result is x` holds on both sides alike."""
@@ -223,6 +234,8 @@ def pack(tree, encode_other=None, refer=None) -> bytes:
                                 bool(value.training)]}
         if isinstance(value, DataclassValue):
             return {"$dataclass": [value.name, node(value.fields, depth + 1)]}
+        if isinstance(value, ConfigValue):
+            return {"$hfconfig": [value.name, node(value.fields, depth + 1)]}
         if isinstance(value, torch.Tensor):
             number = refer(value) if refer is not None else None
             if number is not None:
@@ -326,7 +339,7 @@ def unpack(data: bytes, most_bytes: int, most_nodes: int = 20_000, strict: bool 
             if type(args) is not tuple or type(kwargs) is not dict:
                 raise Refused("a library function's arguments are not described as such")
             return Library(content[0], args, kwargs)
-        if kind in ("$class", "$module", "$dataclass") and not strict:     # only ever sent to the kernel
+        if kind in ("$class", "$module", "$dataclass", "$hfconfig") and not strict:   # only ever sent to the kernel
             if kind == "$class" and isinstance(content, list) and len(content) == 3 \
                     and all(isinstance(part, str) for part in content):
                 return ClassSource(*content)
@@ -335,6 +348,8 @@ def unpack(data: bytes, most_bytes: int, most_nodes: int = 20_000, strict: bool 
                                    content[6])
             if kind == "$dataclass" and isinstance(content, list) and len(content) == 2:
                 return DataclassValue(content[0], value(content[1]))
+            if kind == "$hfconfig" and isinstance(content, list) and len(content) == 2 and isinstance(content[0], str):
+                return ConfigValue(content[0], value(content[1]))
         if kind == "$meta" and isinstance(content, list) and len(content) == 3 and content[0] in DTYPES \
                 and small_ints(content[1]) and isinstance(content[2], bool):
             return torch.empty(content[1], dtype=DTYPES[content[0]], device="meta",
