@@ -46,6 +46,17 @@ HERE = Path(__file__).resolve().parent
 BASE64_REPR = re.compile(r"'[A-Za-z0-9+/=]*'")          # the bridge's reply as the kernel's repr shows it
 
 
+def no_answer(message: str) -> bytes:
+    """A reply, in the checker's format (checker/values.py's pack, which imports PyTorch: the grader's process
+    does not, it would take 3 s and 300 MB), that raises RuntimeError(message) in the check."""
+    import json
+    import struct
+
+    raised = {"type": "RuntimeError", "bases": ["RuntimeError"], "message": message}
+    header = json.dumps({"$dict": {"raised": {"$dict": raised}}}, separators=(",", ":")).encode()
+    return struct.pack("<I", len(header)) + header
+
+
 def dig(value, *keys):
     """value[key][key]..., or None where a level is not a dict: a kernel's reply has whatever shape it chose."""
     for key in keys:
@@ -194,6 +205,8 @@ class GuardedExecute(Execute):
             if module not in grading_environment.WARM_IMPORTS)
         self._checker = (checker_session.Session(hand_in_key(nb, course_secret(self)),
                                                  checker_session.IMPORTS + preloads) if checked else None)
+        if self._checker is not None:            # its parent imports PyTorch while the kernel starts
+            self._checker.prepare()
         # What the kernel's warm parent has imported: what every kernel imports, and the slow imports of this
         # notebook's code (the checks' too, unless they run in the checker).
         self._warm_imports = grading_environment.warm_imports(
@@ -395,8 +408,6 @@ class GuardedExecute(Execute):
     def bridge_call(self, request: bytes) -> bytes:
         """One request of a check to the student's side (checker/bridge.py in the kernel): its reply, whatever
         the kernel answers, as bytes for the checker's strict reader."""
-        from autograder.checker.values import pack
-
         expression = f"__import__('sys').modules['_course_bridge'].serve_text({base64.b64encode(request).decode()!r})"
         msg_id = self.kc.execute("", silent=True, store_history=False, user_expressions={"reply": expression})
         reply = self.wait_for_reply(msg_id, self._cell)
@@ -407,8 +418,7 @@ class GuardedExecute(Execute):
         if dig(result, "status") == "ok" and isinstance(text, str) and BASE64_REPR.fullmatch(text):
             return base64.b64decode(text[1:-1])
         what = dig(result, "ename") or "no answer"
-        return pack({"raised": {"type": "RuntimeError", "bases": ["RuntimeError"],
-                                "message": f"your notebook's kernel did not answer the check ({str(what)[:100]})"}})
+        return no_answer(f"your notebook's kernel did not answer the check ({str(what)[:100]})")
 
     def flag_dropped_messages(self, resources, where: str, cell=None) -> bool:
         """Say so when the relay dropped messages over the limits: a flag, and a note in the cell."""

@@ -59,7 +59,7 @@ WORKERS = 3             # one of them is killed mid-run
 # The run's limits travel to the workers with the run (cluster.GradingEnvironment). A kernel that stops itself
 # (stops-the-grader) holds its worker until the cell times out: 60 s by default, 8 s here, as for the hostile
 # class (tests/test_grader_robustness.py); this class's cells take under a second, 8 s even at a load of 4.
-LIMITS = {"COURSE_GRADING_CELL_TIMEOUT": "8"}
+LIMITS = {"COURSE_GRADING_CELL_TIMEOUT": "15"}
 
 
 @dataclass
