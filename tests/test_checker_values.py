@@ -176,6 +176,72 @@ def from_hf(hf):
     assert (got.width, got.eps, hasattr(got, "heads")) == (12, 1e-3, False)
 
 
+def test_an_optimizer_the_check_built_steps_the_checks_module_in_the_kernel():
+    """Assignment 5's train_step(model, optimizer, ...): the check's module and its optimizer (momentum, here)
+    are built in the kernel once, their state kept there across calls, and each step moves the check's own
+    parameters exactly as the same steps run in one process do."""
+    import copy
+
+    import torch.nn.functional as F
+
+    student = notebook('''
+import torch
+import torch.nn.functional as F
+from torch import nn                       # the check's class is defined beside the notebook, with its names
+def train_step(model, optimizer, x, y):
+    optimizer.zero_grad()
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+''')
+    classes = """
+import torch
+from torch import nn
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(3, 2)
+    def forward(self, x):
+        return torch.tanh(self.layer(x))
+"""
+    import linecache
+
+    linecache.cache["<check>"] = (len(classes), None, classes.splitlines(True), "<check>")   # as the checker has it
+    namespace: dict = {}
+    exec(compile(classes, "<check>", "exec"), namespace)
+    train_step = student.names(["train_step"])["train_step"]
+    torch.manual_seed(0)
+    model, x, y = namespace["Small"](), torch.randn(4, 3), torch.randn(4, 2)
+    reference = copy.deepcopy(model)
+    ours = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    theirs = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(3):
+        theirs.zero_grad()
+        want = F.mse_loss(reference(x), y)
+        want.backward()
+        theirs.step()
+        assert train_step(model, ours, x, y) == pytest.approx(want.item(), abs=1e-6)
+    for mine, expected in zip(model.parameters(), reference.parameters()):
+        assert torch.allclose(mine, expected, atol=1e-6)
+    with pytest.raises(TypeError, match="already stepped"):
+        train_step(reference, theirs, x, y)
+
+
+def test_a_module_of_the_checks_holding_the_students_walks_them_as_pytorch_does():
+    """A check's GPT of the student's blocks: named_parameters(), modules() and train() reach into the student's
+    modules in the kernel (PyTorch's walk passes a set, which does not cross, so the walk is answered here)."""
+    student = notebook(MLP)
+    mlp = student.names(["MLP"])["MLP"](4)
+    holder = torch.nn.ModuleList([torch.nn.Linear(4, 4), mlp])
+    names = [name for name, _ in holder.named_parameters()]
+    assert names == ["0.weight", "0.bias", *(f"1.{name}" for name, _ in mlp.named_parameters())]
+    assert all(parameter is mirror for parameter, mirror in zip(list(holder.parameters())[2:], mlp.parameters()))
+    assert sum(isinstance(module, torch.nn.Linear) for module in holder.modules()) == 4      # up, down, head
+    holder.eval()
+    assert mlp.training is False
+
+
 def test_the_students_exceptions_are_raised_again_as_their_built_in_kind():
     student = notebook('''
 class ShapeError(ValueError):

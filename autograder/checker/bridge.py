@@ -18,10 +18,10 @@ import torch
 
 try:
     from autograder.checker.values import (ArgumentRef, ClassSource, ConfigValue, DataclassValue, Handle, Library, ModuleState,
-                                           Opaque, TensorRef, pack, tensor_bytes, unpack)
+                                           Opaque, OptimizerState, TensorRef, pack, tensor_bytes, unpack)
 except ImportError:       # in the grading kernel, where kernel_startup.py loads values.py beside this file
     from _course_checker_values import (ArgumentRef, ClassSource, ConfigValue, DataclassValue, Handle, Library, ModuleState,
-                                        Opaque, TensorRef, pack, tensor_bytes, unpack)
+                                        Opaque, OptimizerState, TensorRef, pack, tensor_bytes, unpack)
 
 MOST_REQUEST_BYTES = 64 * 2**20
 MOST_ITEMS = 10_000          # what a generator the student's code returns is turned into, at most
@@ -152,6 +152,8 @@ class Bridge:
             return self.define(value)
         if isinstance(value, ModuleState):
             return self.build(value)
+        if isinstance(value, OptimizerState):
+            return self.build_optimizer(value)
         if isinstance(value, DataclassValue):
             return self.dataclass(value.name, self.resolve(value.fields))
         if isinstance(value, ConfigValue):
@@ -222,6 +224,27 @@ class Bridge:
         self.objects[state.number] = module
         self.object_numbers[id(module)] = state.number
         return module
+
+    def build_optimizer(self, state: OptimizerState) -> torch.optim.Optimizer:
+        """An optimizer a check built, made here once per number over the kernel's tensors its groups name;
+        a later send brings its groups' settings, and its state (momentum, moments) stays here, as the
+        student's steps left it."""
+        groups = self.resolve(state.groups)
+        if type(groups) is not list or not all(type(group) is dict and type(group.get("params")) is list
+                                               for group in groups):
+            raise TypeError("an optimizer's groups are not")
+        existing = self.objects.get(state.number)
+        if isinstance(existing, torch.optim.Optimizer) and len(existing.param_groups) == len(groups):
+            for held, sent in zip(existing.param_groups, groups):
+                held.update({key: item for key, item in sent.items() if key != "params"})
+            return existing
+        kind = self.resolve(state.kind)
+        if not (isinstance(kind, type) and issubclass(kind, torch.optim.Optimizer)):
+            raise TypeError("an optimizer's class is not one")
+        optimizer = kind(groups)
+        self.objects[state.number] = optimizer
+        self.object_numbers[id(optimizer)] = state.number
+        return optimizer
 
     # --- requests ------------------------------------------------------------------------------------------
 

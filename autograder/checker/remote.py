@@ -34,7 +34,7 @@ import torch
 from autograder.checker import values
 from autograder.checker.bridge import tensors_in
 from autograder.checker.values import (ArgumentRef, ClassSource, ConfigValue, DataclassValue, Handle, Library, ModuleState,
-                                       Opaque, TensorRef)
+                                       Opaque, OptimizerState, TensorRef)
 
 HIDDEN_MARK = "### BEGIN HIDDEN TESTS"
 
@@ -123,6 +123,8 @@ class Connection:
             return self.class_node(value)
         if isinstance(value, torch.nn.Module):
             return self.module_state(value)
+        if isinstance(value, torch.optim.Optimizer):
+            return self.optimizer_state(value)
         if is_transformers_config(value):             # before dataclasses: transformers 5 makes them dataclasses
             fields = {key: item for key, item in value.to_diff_dict().items()
                       if key not in ("transformers_version", "model_type")}
@@ -141,13 +143,18 @@ class Connection:
     def class_node(self, kind: type):
         """A PyTorch class by its path, or a class of the check's visible part by its source (a class of a
         hidden part never leaves the checker: its source would be the student's to read)."""
-        path = f"{kind.__module__}.{kind.__qualname__}"
-        if kind.__module__.startswith("torch"):
-            try:
-                if Library(path).resolve() is kind:
-                    return Library(path)
-            except (AttributeError, ValueError):
-                pass
+        if kind.__module__.split(".")[0] == "torch":
+            # where PyTorch defines it (torch.optim.sgd.SGD), or a package above that exports it (torch.optim.SGD:
+            # torch.optim deletes its submodules' names)
+            parts = kind.__module__.split(".")
+            for end in range(len(parts), 0, -1):
+                path = ".".join(parts[:end] + [kind.__qualname__])
+                try:
+                    if Library(path).resolve() is kind:
+                        return Library(path)
+                except (AttributeError, ValueError):
+                    continue
+            raise TypeError(f"the class {kind.__name__} cannot be sent to the student's code")
         if id(kind) in self.class_keys:
             key = self.class_keys[id(kind)]
             return ClassSource(key, kind.__name__, self.classes_source[key])
@@ -183,6 +190,20 @@ class Connection:
         return ModuleState(number, self.class_node(type(module)), attributes, parameters,
                            {name: buffer for name, buffer in module._buffers.items() if buffer is not None},
                            dict(module._modules), module.training)
+
+    def optimizer_state(self, optimizer: torch.optim.Optimizer) -> OptimizerState:
+        """An optimizer the check built, before it has stepped (its state, momentum and moments, would not
+        cross): its groups' parameters travel as mirrors, so the kernel's steps move the check's tensors."""
+        if optimizer.state:
+            raise TypeError("an optimizer that has already stepped cannot be sent to the student's code")
+        number = self.sent_numbers.get(id(optimizer))
+        if number is None:
+            number = self.allocate()
+            self.sent[number], self.sent_numbers[id(optimizer)] = optimizer, number
+        groups = [{key: list(item) if key == "params" else item for key, item in group.items()
+                   if key == "params" or plain(item) or isinstance(item, torch.Tensor)}
+                  for group in optimizer.param_groups]
+        return OptimizerState(number, self.class_node(type(optimizer)), groups)
 
     def call_context(self) -> dict:
         """What a call in the kernel runs under, as the check's own code would: grad mode, the default device,
@@ -279,6 +300,15 @@ class StudentObject:
         connection.request(op="setattr", target=object.__getattribute__(self, "_handle").number, name=name,
                            value=value)
 
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """nn.Module's walk over a module and its children, answered here for the student's module: a module of
+        the check's that holds it (a check's GPT of the student's blocks) walks its children passing a set of
+        those seen, which cannot cross; the children are asked of the kernel, one level at a time, as
+        PyTorch's own walk asks them."""
+        if not isinstance(self, torch.nn.Module):          # its __class__: the student's class's stand-in
+            return StudentObject.__getattr__(self, "named_modules")(memo, prefix, remove_duplicate)
+        return walk_modules(self, set() if memo is None else memo, prefix, remove_duplicate)
+
     def _ask(self, op: str, **message):
         connection = object.__getattribute__(self, "_connection")
         handle = object.__getattribute__(self, "_handle")
@@ -299,6 +329,24 @@ class StudentObject:
     def __call__(self, *args, **kwargs):
         return call(object.__getattribute__(self, "_connection"), object.__getattribute__(self, "_handle"),
                     args, kwargs)
+
+
+def walk_modules(module: StudentObject, memo: set, prefix: str, remove_duplicate: bool):
+    """torch.nn.Module.named_modules, for a module in the student's kernel."""
+    if module in memo:
+        return
+    if remove_duplicate:
+        memo.add(module)
+    yield prefix, module
+    children = module._modules
+    if not isinstance(children, dict):
+        raise TypeError("the student's module gave no children")
+    for name, child in children.items():
+        if child is None:
+            continue
+        if not isinstance(child, torch.nn.Module):
+            raise TypeError("the student's module holds a child that is not a module")
+        yield from child.named_modules(memo, f"{prefix}.{name}" if prefix else str(name), remove_duplicate)
 
 
 def class_lines(kind: type):

@@ -145,6 +145,18 @@ class ModuleState:
         self.parameters, self.buffers, self.children, self.training = parameters, buffers, children, training
 
 
+class OptimizerState:
+    """An optimizer a check built over parameters the kernel holds (the check's module's, sent with it, or the
+    student's): its class (a PyTorch optimizer, by path) and its parameter groups, each group's tensors as
+    TensorRefs and its settings as values. The kernel builds it once per number; later sends bring the
+    groups' settings (a schedule's learning rate)."""
+
+    __slots__ = ("number", "kind", "groups")
+
+    def __init__(self, number: int, kind, groups: list):
+        self.number, self.kind, self.groups = number, kind, groups
+
+
 class DataclassValue:
     """An instance of a dataclass both sides define alike (the release's `GPTConfig`): its class's name and
     its fields; the kernel builds it with its own class of that name."""
@@ -236,6 +248,8 @@ def pack(tree, encode_other=None, refer=None) -> bytes:
             return {"$dataclass": [value.name, node(value.fields, depth + 1)]}
         if isinstance(value, ConfigValue):
             return {"$hfconfig": [value.name, node(value.fields, depth + 1)]}
+        if isinstance(value, OptimizerState):
+            return {"$optimizer": [int(value.number), node(value.kind, depth + 1), node(value.groups, depth + 1)]}
         if isinstance(value, torch.Tensor):
             number = refer(value) if refer is not None else None
             if number is not None:
@@ -339,7 +353,7 @@ def unpack(data: bytes, most_bytes: int, most_nodes: int = 20_000, strict: bool 
             if type(args) is not tuple or type(kwargs) is not dict:
                 raise Refused("a library function's arguments are not described as such")
             return Library(content[0], args, kwargs)
-        if kind in ("$class", "$module", "$dataclass", "$hfconfig") and not strict:   # only ever sent to the kernel
+        if kind in ("$class", "$module", "$dataclass", "$hfconfig", "$optimizer") and not strict:   # to the kernel
             if kind == "$class" and isinstance(content, list) and len(content) == 3 \
                     and all(isinstance(part, str) for part in content):
                 return ClassSource(*content)
@@ -350,6 +364,8 @@ def unpack(data: bytes, most_bytes: int, most_nodes: int = 20_000, strict: bool 
                 return DataclassValue(content[0], value(content[1]))
             if kind == "$hfconfig" and isinstance(content, list) and len(content) == 2 and isinstance(content[0], str):
                 return ConfigValue(content[0], value(content[1]))
+            if kind == "$optimizer" and isinstance(content, list) and len(content) == 3 and type(content[0]) is int:
+                return OptimizerState(content[0], value(content[1]), value(content[2]))
         if kind == "$meta" and isinstance(content, list) and len(content) == 3 and content[0] in DTYPES \
                 and small_ints(content[1]) and isinstance(content[2], bool):
             return torch.empty(content[1], dtype=DTYPES[content[0]], device="meta",
@@ -438,6 +454,11 @@ def replace_placeholders(tree, built: list):
                            tree.training)
     if isinstance(tree, DataclassValue):
         return DataclassValue(tree.name, replace_placeholders(tree.fields, built))
+    if isinstance(tree, ConfigValue):
+        return ConfigValue(tree.name, replace_placeholders(tree.fields, built))
+    if isinstance(tree, OptimizerState):
+        return OptimizerState(tree.number, replace_placeholders(tree.kind, built),
+                              replace_placeholders(tree.groups, built))
     if type(tree) is list:
         return [replace_placeholders(item, built) for item in tree]
     if type(tree) is tuple:
