@@ -121,15 +121,20 @@ def untouched(x):
 
 def test_lists_and_dicts_the_students_code_changes_in_place_change_in_the_check_too():
     """A converter that pops its input's keys, transposes a tensor in place or reorders a list (assignment 6's
-    catalogued bugs) leaves the check's own objects as it would have left them in the kernel."""
+    catalogued bugs) leaves the check's arguments as it would have left them in the kernel; what it writes into
+    a tensor reaches that argument alone, never memory the check shares with it (issue 58's attacker round: a
+    hand-in zeroed a state dict to zero the reference model the check ran after the call)."""
     student = notebook('''
 def convert(state, order):
     out = {"w": state.pop("a").t_()}
     state["new"] = out["w"]
     order.reverse()
     return out
+def wipe(state):
+    for tensor in state.values():
+        tensor.zero_()
 ''')
-    convert = student.names(["convert"])["convert"]
+    convert, wipe = (student.names(["convert", "wipe"])[name] for name in ("convert", "wipe"))
     a, b = torch.arange(6.0).reshape(2, 3), torch.ones(2)
     state, order = collections.OrderedDict(a=a, b=b), [a, b]                # as state_dict() gives it
     out = convert(state, order)
@@ -140,6 +145,9 @@ def convert(state, order):
     entry, kept = shared.detach(), shared.detach().clone()
     convert({"a": entry}, [])
     assert torch.equal(entry, kept.t()) and torch.equal(shared.detach(), kept)     # t_() views it anew, only it
+    entry = shared.detach()
+    wipe({"a": entry})       # a hand-in that zeroes its input to zero the reference the check computes after
+    assert not entry.any() and torch.equal(shared.detach(), kept)    # the argument shows it, the model does not
 
 
 def test_configurations_cross_as_their_fields_and_come_back_as_the_students_objects():

@@ -285,15 +285,11 @@ class Bridge:
             # unless it is a parameter of a module the check passed in (`param_groups(model)` returns model's own)
             given = {id(parameter) for module in modules_in((args, kwargs)) for parameter in module.parameters()}
             result = without_parameters(result, given)
-        changed = {path_key(path): tensor.detach() for path, tensor, was, _ in before.values()
-                   if tensor_bytes(tensor) != was}
-        # t_(), transpose_(): the tensor now views its memory another way, the memory itself (which another
-        # tensor may share: a state dict's entry and its model's parameter) is as it was
-        reviewed = [path_key(path) for path, tensor, _, was in before.values() if view(tensor) != was]
+        changed = {path_key(path): tensor.detach() for path, tensor, was, shape in before.values()
+                   if tensor_bytes(tensor) != was or view(tensor) != shape}       # t_() changes the view alone
         reshaped = {path_key(path): refer_to_arguments(type(container)(container), where)
                     for path, (container, was) in shapes.items() if contents(container) != was}
-        reply = {"result": refer_to_arguments(result, where), "changed": changed, "reviewed": reviewed,
-                 "reshaped": reshaped}
+        reply = {"result": refer_to_arguments(result, where), "changed": changed, "reshaped": reshaped}
         outputs = [tensor for _, tensor in tensors_in(result) if not isinstance(tensor, torch.nn.Parameter)]
         if message.get("grad") and any(tensor.requires_grad for tensor in outputs):
             inputs = [tensor for _, tensor in tensors_in((args, kwargs))

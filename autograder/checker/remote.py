@@ -456,15 +456,14 @@ def call(connection: Connection, handle: Handle, args: tuple, kwargs: dict):
     reshaped = [(containers.get(key_path(key)), with_arguments(connection.wrap(new), arguments))
                 for key, new in (reply.get("reshaped") or {}).items()]     # read before any argument changes
     result = with_arguments(connection.wrap(reply.get("result")), arguments)
-    reviewed = reply.get("reviewed") if type(reply.get("reviewed")) is list else []
     for key, new in (reply.get("changed") or {}).items():
         target = own.get(key_path(key))
         if isinstance(target, torch.Tensor) and isinstance(new, torch.Tensor):
+            # The check's argument shows the change, in memory of its own: memory it shared with anything else
+            # of the check's (a state dict's entry and the reference model's parameter) is never written by the
+            # student's code, so a reference computed after the call cannot be moved by it.
             with torch.no_grad():
-                if target.shape == new.shape and target.dtype == new.dtype and key not in reviewed:
-                    target.copy_(new)                   # written into its memory, as whatever shares it sees
-                else:                                   # viewed anew (t_()), resized or retyped: its own memory
-                    target.data = new
+                target.data = new
     for target, new in reshaped:            # a list or dict the student's code changed in place: changed here too
         if isinstance(target, dict) and type(new) is dict:        # a state dict (an OrderedDict) too
             target.clear()
