@@ -350,6 +350,24 @@ def test_a_modules_parameters_are_mirrored_written_back_and_kept_in_step():
     assert torch.equal(mlp.up.weight, 2 * before)
 
 
+def test_an_attribute_is_asked_of_the_kernel_once_until_the_students_code_runs_again():
+    """A check that computes its references reads layer.weight once per formula: the kernel is asked once, and
+    asked again after anything that may run the student's code (a call, an assignment) changes what it holds."""
+    student = notebook(MLP + "\ndef swap_up(mlp):\n    mlp.up = torch.nn.Linear(3, 12)\n")
+    asked = collections.Counter()
+    send = student.send
+    student.send = lambda request: asked.update(["request"]) or send(request)
+    names = student.names(["MLP", "swap_up"])
+    mlp = names["MLP"](3)
+    asked.clear()
+    first = [mlp.up.weight for _ in range(5)]
+    assert asked["request"] == 2 and all(weight is first[0] for weight in first)      # mlp.up, then its weight
+    names["swap_up"](mlp)
+    assert mlp.up.weight is not first[0] and asked["request"] == 5                     # the call, then both again
+    mlp.up = first_up = mlp.down
+    assert mlp.up is first_up
+
+
 def test_the_checks_namespace_swaps_reach_the_notebook_and_are_undone():
     student = notebook(MLP)
     names = student.namespace()

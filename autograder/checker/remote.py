@@ -57,8 +57,13 @@ class Connection:
         self.class_keys: dict[int, str] = {}
         self.classes_source: dict[str, str] = {}
         self.next_number = -1
+        # (number, name) -> what the kernel answered for that attribute since the student's code last ran: a check
+        # reads attn.qkv.weight once per reference it computes, and each read would be a round trip.
+        self.attributes: dict[tuple[int, str], object] = {}
 
     def request(self, **message) -> dict:
+        if message.get("op") != "getattr":
+            self.attributes.clear()                     # any other request may run the student's code
         changed = [TensorRef(number, mirror) for number, mirror in self.mirrors.items()
                    if mirror._version != self.synced[number]]
         if changed:                                     # a check wrote to a parameter it holds: the kernel's too
@@ -293,7 +298,11 @@ class StudentObject:
             raise AttributeError(name)
         connection = object.__getattribute__(self, "_connection")
         handle = object.__getattribute__(self, "_handle")
-        return connection.wrap(connection.request(op="getattr", target=handle.number, name=name)["value"])
+        key = (handle.number, name)
+        if key not in connection.attributes:
+            connection.attributes[key] = connection.wrap(
+                connection.request(op="getattr", target=handle.number, name=name)["value"])
+        return connection.attributes[key]
 
     def __setattr__(self, name: str, value) -> None:
         connection = object.__getattribute__(self, "_connection")
