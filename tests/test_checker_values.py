@@ -350,20 +350,27 @@ def test_a_modules_parameters_are_mirrored_written_back_and_kept_in_step():
     assert torch.equal(mlp.up.weight, 2 * before)
 
 
-def test_an_attribute_is_asked_of_the_kernel_once_until_the_students_code_runs_again():
+def test_an_attribute_is_asked_of_the_kernel_once_until_the_kernel_says_it_changed():
     """A check that computes its references reads layer.weight once per formula: the kernel is asked once, and
-    asked again after anything that may run the student's code (a call, an assignment) changes what it holds."""
-    student = notebook(MLP + "\ndef swap_up(mlp):\n    mlp.up = torch.nn.Linear(3, 12)\n")
+    asked again only after the student's code rebound the attribute or wrote what it holds in place."""
+    student = notebook(MLP + "\ndef swap_up(mlp):\n    mlp.up = torch.nn.Linear(3, 12)\n"
+                             "def tag(mlp):\n    mlp.tags.append('seen')\n")
     asked = collections.Counter()
     send = student.send
     student.send = lambda request: asked.update(["request"]) or send(request)
-    names = student.names(["MLP", "swap_up"])
+    names = student.names(["MLP", "swap_up", "tag"])
     mlp = names["MLP"](3)
+    mlp.tags = []
     asked.clear()
     first = [mlp.up.weight for _ in range(5)]
     assert asked["request"] == 2 and all(weight is first[0] for weight in first)      # mlp.up, then its weight
+    mlp(torch.randn(2, 3))
+    assert mlp.up.weight is first[0] and asked["request"] == 3                         # the call alone
     names["swap_up"](mlp)
-    assert mlp.up.weight is not first[0] and asked["request"] == 5                     # the call, then both again
+    assert mlp.up.weight is not first[0] and asked["request"] == 6                     # the call, then both again
+    assert mlp.tags == []
+    names["tag"](mlp)
+    assert mlp.tags == ["seen"]                                                        # written in place: asked anew
     mlp.up = first_up = mlp.down
     assert mlp.up is first_up
 

@@ -43,6 +43,24 @@ def stamp(tensor: torch.Tensor) -> tuple:
             id(grad), grad._version if grad is not None else None)
 
 
+def fingerprint(value, depth: int = 0):
+    """What changes when an attribute is rebound or what it holds is written in place: identity, a tensor's
+    stamp (a parameter's values reach the checker's mirror anyway), a container's items (a large or deep one
+    never compares equal, so the checker never holds it)."""
+    if isinstance(value, torch.nn.Parameter):
+        return ("parameter", id(value))
+    if isinstance(value, torch.Tensor):
+        return ("tensor", id(value), stamp(value))
+    if isinstance(value, types.MethodType):              # a bound method is a new object at every read
+        return ("method", id(value.__self__), id(value.__func__))
+    if type(value) in (list, tuple, dict):
+        if depth >= 3 or len(value) > 1000:
+            return ("unheld", object())
+        items = value.items() if type(value) is dict else enumerate(value)
+        return (type(value).__name__, id(value), tuple((key, fingerprint(item, depth + 1)) for key, item in items))
+    return ("object", id(value))
+
+
 def describe_error(error: BaseException) -> dict:
     """An exception as the checker re-raises it: its type's name, the names of the built-in exceptions it
     derives from, and its message."""
@@ -65,19 +83,25 @@ class Bridge:
         self.class_keys: dict[int, str] = {}                 # id(such a class) -> its key
         self.stamps: dict[int, tuple] = {}                   # number -> the parameter's stamp when last sent
         self.dataclasses: dict[tuple, type] = {}             # (name, fields) -> a dataclass made for a check's
+        self.watched: dict[tuple, object] = {}               # (number, name) -> the attribute's fingerprint when
+        #                                                      the checker read it (it holds the value until told)
 
     # --- the wire ----------------------------------------------------------------------------------------
 
     def serve(self, request: bytes) -> bytes:
+        op = None
         try:
             message = unpack(request, MOST_REQUEST_BYTES, strict=False)
+            op = message["op"]
             for ref in message.get("writes") or ():          # the check changed parameters it holds: here too
                 self.resolve(ref)
-            reply = getattr(self, f"op_{message['op']}")(message)
+            reply = getattr(self, f"op_{op}")(message)
         except Exception as error:                           # the student's code raised, or the request was bad
             reply = {"raised": describe_error(error)}
         try:
             reply["updates"] = self.updated()
+            if op != "getattr":                              # anything else may have run the student's code
+                reply["stale"] = self.stale()
             return pack(reply, self.keep, self.refer)
         except Exception as error:
             return pack({"raised": describe_error(error)})
@@ -323,8 +347,24 @@ class Bridge:
         item = target[self.resolve(message["key"])]
         return {"value": item if torch_own(type(target), "__getitem__") else without_parameters(item, set())}
 
+    def stale(self) -> list:
+        """The attributes the checker holds that changed here since it read them (rebound, or a tensor, list or
+        dict written in place): it asks for them again."""
+        changed = []
+        for key, was in list(self.watched.items()):
+            try:
+                now = fingerprint(getattr(self.objects[key[0]], key[1]))
+            except Exception:
+                now = None
+            if now != was:
+                changed.append(list(key))
+                del self.watched[key]
+        return changed
+
     def op_getattr(self, message) -> dict:
-        return {"value": getattr(self.objects[message["target"]], message["name"])}
+        value = getattr(self.objects[message["target"]], message["name"])
+        self.watched[(message["target"], message["name"])] = fingerprint(value)
+        return {"value": value}
 
     def op_setattr(self, message) -> dict:
         setattr(self.objects[message["target"]], message["name"], self.resolve(message["value"]))

@@ -57,13 +57,11 @@ class Connection:
         self.class_keys: dict[int, str] = {}
         self.classes_source: dict[str, str] = {}
         self.next_number = -1
-        # (number, name) -> what the kernel answered for that attribute since the student's code last ran: a check
-        # reads attn.qkv.weight once per reference it computes, and each read would be a round trip.
+        # (number, name) -> what the kernel answered for that attribute, held until the kernel says it changed: a
+        # check reads attn.qkv.weight once per reference it computes, and each read would be a round trip.
         self.attributes: dict[tuple[int, str], object] = {}
 
     def request(self, **message) -> dict:
-        if message.get("op") != "getattr":
-            self.attributes.clear()                     # any other request may run the student's code
         changed = [TensorRef(number, mirror) for number, mirror in self.mirrors.items()
                    if mirror._version != self.synced[number]]
         if changed:                                     # a check wrote to a parameter it holds: the kernel's too
@@ -73,12 +71,24 @@ class Connection:
         reply = values.unpack(self.send(values.pack(message, self.handle_of, self.refer)), MOST_REPLY_BYTES)
         if not isinstance(reply, dict):
             raise values.Refused("the bridge's reply is not one")
+        if message.get("op") != "getattr":
+            self.forget_attributes(reply.get("stale"))
         for ref in reply.get("updates") or ():          # the student's code changed parameters the checker holds
             if isinstance(ref, TensorRef):
                 self.mirror(ref)
         if "raised" in reply:
             raise student_exception(reply["raised"])
         return reply
+
+    def forget_attributes(self, stale) -> None:
+        """Drop the attributes the kernel says changed since they were read; all of them when it does not say
+        (a kernel that did not answer, a reply of another shape)."""
+        keys = [tuple(key) for key in stale if type(key) is list and len(key) == 2] if type(stale) is list else None
+        if keys is None or len(keys) != len(stale):
+            self.attributes.clear()
+            return
+        for key in keys:
+            self.attributes.pop(key, None)
 
     def refer(self, tensor: torch.Tensor):
         """A mirror travels as a reference to its kernel tensor; a Parameter the check made becomes one (the
