@@ -17,11 +17,12 @@ import types
 import torch
 
 try:
-    from autograder.checker.values import (ArgumentRef, ClassSource, ConfigValue, DataclassValue, Handle, Library, ModuleState,
-                                           Opaque, OptimizerState, TensorRef, pack, tensor_bytes, unpack)
+    from autograder.checker.values import (ArgumentRef, ClassSource, ConfigValue, DataclassValue, Handle, Library,
+                                           ModuleState, Opaque, OptimizerState, TensorRef, pack, tensor_bytes,
+                                           unpack)
 except ImportError:       # in the grading kernel, where kernel_startup.py loads values.py beside this file
-    from _course_checker_values import (ArgumentRef, ClassSource, ConfigValue, DataclassValue, Handle, Library, ModuleState,
-                                        Opaque, OptimizerState, TensorRef, pack, tensor_bytes, unpack)
+    from _course_checker_values import (ArgumentRef, ClassSource, ConfigValue, DataclassValue, Handle, Library,
+                                        ModuleState, Opaque, OptimizerState, TensorRef, pack, tensor_bytes, unpack)
 
 MOST_REQUEST_BYTES = 64 * 2**20
 MOST_ITEMS = 10_000          # what a generator the student's code returns is turned into, at most
@@ -301,8 +302,8 @@ class Bridge:
         device = message.get("device", "cpu")
         if device not in DEVICES:
             raise ValueError(f"a call on the device {str(device)[:40]!r}")
-        if type(message.get("seed")) is int:                 # the check's random stream decides the student's draws
-            torch.manual_seed(message["seed"])
+        if isinstance(message.get("rng"), torch.Tensor):     # the check's random state decides the student's draws
+            torch.set_rng_state(message["rng"])
         with torch.set_grad_enabled(bool(message.get("grad"))), torch.device(device):
             result = target(*args, **kwargs)
         if not reads_state(target):       # what the student's code computed is a value, never a live parameter,

@@ -33,8 +33,8 @@ import torch
 
 from autograder.checker import values
 from autograder.checker.bridge import tensors_in
-from autograder.checker.values import (ArgumentRef, ClassSource, ConfigValue, DataclassValue, Handle, Library, ModuleState,
-                                       Opaque, OptimizerState, TensorRef)
+from autograder.checker.values import (ArgumentRef, ClassSource, ConfigValue, DataclassValue, Handle, Library,
+                                       ModuleState, Opaque, OptimizerState, TensorRef)
 
 HIDDEN_MARK = "### BEGIN HIDDEN TESTS"
 
@@ -222,10 +222,12 @@ class Connection:
 
     def call_context(self) -> dict:
         """What a call in the kernel runs under, as the check's own code would: grad mode, the default device,
-        and a seed for the student's random draws, drawn from the check's random stream (so a check that seeds
-        alike sees the same module; nothing the kernel does moves the check's stream)."""
-        seed = int(torch.randint(0, 2**62, (), dtype=torch.int64, device="cpu").item())
-        return {"grad": torch.is_grad_enabled(), "device": str(torch.get_default_device()), "seed": seed}
+        and the check's random state as it stands (a check that seeds, then calls the student's dropout, gets
+        the masks its own reference drew after the same seed); the check's stream then moves on by one draw,
+        so two calls in a row draw differently, and nothing the kernel does moves it further."""
+        state = torch.get_rng_state()
+        torch.randint(0, 2, (), device="cpu")
+        return {"grad": torch.is_grad_enabled(), "device": str(torch.get_default_device()), "rng": state}
 
     def wrap(self, value):
         """A reply's value, with handles made into StudentObjects and parameters into their mirrors."""
