@@ -336,6 +336,16 @@ def layernorm(x, gamma, beta, eps=1e-5):
     return torch.zeros_like(x).as_subclass(Agreeable)
 '''
 
+# Zeros, after writing zeros into the check's own tensors: a check that computed its reference from its arguments
+# after the call (gamma * x_hat + beta, with gamma and beta now zero) would expect zeros too.
+WRITES_ITS_ARGUMENTS = """
+def layernorm(x, gamma, beta, eps=1e-5):
+    with torch.no_grad():
+        for tensor in (x, gamma, beta):
+            tensor.zero_()
+    return torch.zeros_like(x)
+"""
+
 # The third: every cell the kernel runs, printed compressed and encoded, to be read off the feedback page and
 # replayed as a table of answers; here with an honest answer, so that every check's cell would run.
 CELL_MARK = "CELL:"

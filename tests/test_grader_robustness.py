@@ -173,6 +173,7 @@ CLASS = {
     # 12b. the verdict itself, from the kernel's side (issue 58's held-out round): the checks run in the checker
     "swallowed-errors": answer(attacks.SWALLOWED_ERRORS),
     "tensor-subclass": answer(attacks.TENSOR_SUBCLASS),
+    "writes-its-arguments": answer(attacks.WRITES_ITS_ARGUMENTS),
     "prints-every-cell": answer(attacks.PRINTS_EVERY_CELL + CORRECT),
     "reads-the-caller": answer(attacks.READS_THE_CALLER),
     "reads-its-notebook": answer(CORRECT + attacks.READS_ITS_NOTEBOOK),
@@ -345,10 +346,12 @@ def test_deleted_tests_are_flagged(hostile):
 
 
 @pytest.mark.parametrize("student", ["patch-allclose", "patch-equal-and-assert-close", "patch-isinstance",
-                                     "patch-numpy", "redefine-assertion-error", "always-equal", "rebind-F"])
+                                     "patch-numpy", "redefine-assertion-error", "always-equal", "rebind-F",
+                                     "writes-its-arguments"])
 def test_gaming_the_checks_earns_nothing(hostile, student):
     score, top = total(hostile, student)
-    honest_floor = total(hostile, ZEROS_STUDENT)[0] if student == "always-equal" else SAMPLE_VARIANCE_SCORE
+    zeros = student in ("always-equal", "writes-its-arguments")
+    honest_floor = total(hostile, ZEROS_STUDENT)[0] if zeros else SAMPLE_VARIANCE_SCORE
     assert score <= honest_floor, f"{student} scored {score} of {top}"
 
 
