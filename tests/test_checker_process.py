@@ -6,6 +6,7 @@ that replays the given cells."""
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 
 import pytest
@@ -230,14 +231,39 @@ def test_the_checkers_memory_is_limited_as_a_submissions_kernel_is():
         session.close()
 
 
-def test_a_checker_parent_whose_grader_has_gone_removes_its_folder():
-    """A grading process killed before its exit handlers ran (a Dask worker's end, a kill from the shell) leaves
-    its checker parent's socket folder to the parent, which removes it: nothing piles up in the temporary folder."""
+def test_a_checker_parent_whose_grader_has_gone_ends_and_leaves_nothing_behind():
+    """A grading process killed before its exit handlers ran (a Dask worker's end, a kill from the shell) closes
+    its end of the parent's control socket: the parent ends. It has no socket or folder on disk to leave."""
     from autograder.checker.session import CheckerParent
 
+    before = set(os.listdir(tempfile.gettempdir()))
     checker = CheckerParent(("torch",))
-    folder = checker.folder
-    os.close(checker._watch)            # as the kernel closes a dead grader's end of the pipe
-    checker._watch = None
+    checker._control.close()            # as the kernel closes a dead grader's descriptors
     checker.process.wait(timeout=30)
-    assert not folder.exists()
+    assert set(os.listdir(tempfile.gettempdir())) - before == set()
+
+
+def test_the_checker_runs_in_a_sandbox_without_the_course_the_network_or_the_graders_environment():
+    """The checker's parent runs in bubblewrap: of the grading package only what it imports, no course file, no
+    home, no network, none of the grader's environment but its limits and locale."""
+    session = Session(b"key")
+    try:
+        outcome = session.run("check", "look", """
+import os, socket, pathlib, autograder
+package = pathlib.Path(autograder.__file__).parent
+print(sorted(path.name for path in package.iterdir()))
+print(pathlib.Path(package.parent, "README.md").exists(), pathlib.Path(package.parent, "solutions").exists())
+print(sorted(os.listdir(os.path.expanduser("~"))), os.path.exists("/root/.bashrc"))
+try:
+    socket.create_connection(("127.0.0.1", 1), timeout=1)
+    print("network")
+except OSError as error:
+    print("no network")
+print(sorted(key for key in os.environ if key.startswith(("COURSE_GRADING_SECRET", "SSH", "DASK"))))
+""", student_bridge(), 60)
+    finally:
+        session.close()
+    assert outcome["ok"], outcome
+    lines = outcome["stdout"].splitlines()
+    assert lines[0] == "['__init__.py', 'bounded.py', 'checker', 'grading_environment.py', 'kernel_zygote.py']"
+    assert lines[1:] == ["False False", "[] False", "no network", "[]"]

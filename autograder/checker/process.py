@@ -25,8 +25,6 @@ import io
 import json
 import linecache
 import os
-import select
-import shutil
 import signal
 import socket
 import struct
@@ -193,7 +191,10 @@ def limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (most, most))
 
 
-def main(socket_path: str, watch: int, imports: list[str]) -> None:
+def main(control_fd: int, imports: list[str]) -> None:
+    """Serve the grader: each message on the control socket hands over one end of a new connection, for which a
+    child is forked; the parent ends when the grader's end of the control socket closes (the grader stopped it,
+    or is gone, killed too, where its exit handlers never ran)."""
     import importlib
 
     for module in imports:
@@ -202,20 +203,24 @@ def main(socket_path: str, watch: int, imports: list[str]) -> None:
     from autograder.kernel_zygote import reap            # each child reaped as it ends, as the warm parent does
 
     signal.signal(signal.SIGCHLD, reap)
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(socket_path)
-    server.listen(64)
+    control = socket.socket(fileno=control_fd)
     print("ready", flush=True)
     null = os.open(os.devnull, os.O_WRONLY)             # the grader reads nothing more: a full pipe would block
     os.dup2(null, 1)                                    # a child that writes to it (PyTorch's C++ warnings)
     os.dup2(null, 2)
     os.close(null)
     while True:
-        ready, _, _ = select.select([server, watch], [], [])
-        if watch in ready:            # the grader has gone (killed, too, where its atexit never ran): its folder
-            shutil.rmtree(os.path.dirname(socket_path), ignore_errors=True)    # was made for this parent only
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 16, 4)
+        except InterruptedError:
+            continue
+        if not message:                                  # the grader closed the control socket
             return
-        connection, _ = server.accept()
+        if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            continue
+        connection = socket.socket(fileno=fds[0])
         try:
             kind, key = receive(connection, 1024)             # the hand-in's key, then the child serves
         except (ConnectionError, OSError):
@@ -223,7 +228,7 @@ def main(socket_path: str, watch: int, imports: list[str]) -> None:
             continue
         child = os.fork()
         if child == 0:
-            server.close()
+            control.close()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             try:
                 limit_memory()
@@ -235,4 +240,4 @@ def main(socket_path: str, watch: int, imports: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[-3], int(sys.argv[-2]), json.loads(sys.argv[-1]))
+    main(int(sys.argv[-2]), json.loads(sys.argv[-1]))

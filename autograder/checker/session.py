@@ -4,6 +4,11 @@ The parent (process.py) imports PyTorch once; each session is a child forked for
 notebook's given cells and checks. The session forwards the child's bridge requests to the student's kernel
 (`bridge`, given by GuardedExecute) and returns each cell's outcome. A child that overruns a cell's time is
 killed, and the next cell gets a fresh one.
+
+The parent runs in bubblewrap, as a kernel does (sandboxed_kernel.base_argv: the system and the Python
+environment read-only, a private /tmp), with nothing of the course but the few files of the grading package it
+imports, no network and no socket on disk: each notebook's connection is one end of a socket pair, handed to the
+parent over a control socket it inherited.
 """
 
 from __future__ import annotations
@@ -12,12 +17,10 @@ import atexit
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -26,8 +29,32 @@ from autograder.checker.process import receive, send
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])      # the folder `import autograder` needs
 START = ("import sys; sys.path.insert(0, sys.argv[1]); from autograder.checker.process import main; "
-         "main(sys.argv[-3], int(sys.argv[-2]), __import__('json').loads(sys.argv[-1]))")
+         "main(int(sys.argv[-2]), __import__('json').loads(sys.argv[-1]))")
 IMPORTS = ("torch", "numpy")
+# What the checker imports of the grading package: the only files of the course its sandbox holds.
+PACKAGE_FILES = ("__init__.py", "bounded.py", "grading_environment.py", "kernel_zygote.py", "checker")
+
+
+def sandbox() -> tuple[list[str], list[int]]:
+    """bwrap's arguments for the checker's parent, up to its command, and the descriptors they name: a kernel's
+    file system (no course, no home), the package files it imports read-only, and its own namespaces for the
+    network, IPC and host name. (Not its own process ids: the grader stops a child that overran by its pid.)"""
+    from autograder import sandboxed_kernel
+    from autograder.grading_environment import KEPT_ENVIRONMENT
+
+    argv, fds = sandboxed_kernel.base_argv([])
+    package = Path(PACKAGE_PARENT) / "autograder"
+    for name in PACKAGE_FILES:
+        argv += ["--ro-bind", str(package / name), str(package / name)]
+    argv += sandboxed_kernel.closed_argv()
+    argv += ["--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--new-session",
+             "--cap-drop", "ALL", "--clearenv", "--chdir", "/tmp"]
+    kept = {key: text for key, text in os.environ.items()
+            if key in KEPT_ENVIRONMENT or key.startswith("COURSE_GRADING_")}     # the limits, as the grader's
+    for key, text in {**kept, "HOME": "/tmp", "TMPDIR": "/tmp", "PYTHONNOUSERSITE": "1",
+                      "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1"}.items():
+        argv += ["--setenv", key, text]
+    return argv, fds
 
 
 class CheckerTimeout(Exception):
@@ -36,24 +63,26 @@ class CheckerTimeout(Exception):
 
 class CheckerParent:
     """A warm parent that has imported `imports` (PyTorch; transformers too for a notebook whose checks use it),
-    forking one child per notebook."""
+    forking one child per notebook, in its sandbox."""
 
     def __init__(self, imports: tuple = IMPORTS):
-        self.folder = Path(tempfile.mkdtemp(prefix="course-checker-"))       # mode 0700: this account's only
-        self.socket = str(self.folder / "parent")
-        watched, self._watch = os.pipe()
-        os.set_inheritable(self._watch, False)
+        self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._sending = threading.Lock()
+        argv, fds = sandbox()
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", START, PACKAGE_PARENT, self.socket, str(watched), json.dumps(list(imports))],
-                cwd=self.folder, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                pass_fds=[watched], start_new_session=True)
+                [*argv, "--", sys.executable, "-c", START, PACKAGE_PARENT, str(theirs.fileno()),
+                 json.dumps(list(imports))],
+                cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                pass_fds=[theirs.fileno(), *fds], start_new_session=True)
         finally:
-            os.close(watched)
+            for fd in fds:
+                os.close(fd)
+            theirs.close()
         ready, _, _ = select.select([self.process.stdout], [], [], 120)
         line = self.process.stdout.readline() if ready else b""
         if line != b"ready\n":
-            said = self.process.stderr.read(4000).decode(errors="replace") if not ready else ""
+            said = self.process.stderr.read(4000).decode(errors="replace") if not ready or not line else ""
             self.stop()
             raise RuntimeError(f"the checker could not start: {said.strip()[-500:] or 'no answer'}")
         self.process.stdout.close()
@@ -62,17 +91,27 @@ class CheckerParent:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def connect(self) -> socket.socket:
+        """A connection to a new child: one end of a fresh socket pair; the other is handed to the parent."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            with self._sending:
+                socket.send_fds(self._control, [b"c"], [theirs.fileno()])
+        except OSError:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        return ours
+
     def stop(self) -> None:
-        if self._watch is not None:
-            os.close(self._watch)
-            self._watch = None
+        self._control.close()       # the parent ends when its control socket closes (as when the grader dies)
         if self.process.poll() is None:
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 _parents: dict[tuple, CheckerParent] = {}     # one per set of imports, started when a notebook first needs it
@@ -118,8 +157,7 @@ class Session:
         threading.Thread(target=start_parent, name="checker-parent", daemon=True).start()
 
     def start(self) -> None:
-        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        connection.connect(parent(self.imports).socket)
+        connection = parent(self.imports).connect()
         send(connection, b"K", self.key)
         kind, pid = receive(connection, 64)
         if kind != b"P":
