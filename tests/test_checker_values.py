@@ -354,11 +354,12 @@ def test_an_attribute_is_asked_of_the_kernel_once_until_the_kernel_says_it_chang
     """A check that computes its references reads layer.weight once per formula: the kernel is asked once, and
     asked again only after the student's code rebound the attribute or wrote what it holds in place."""
     student = notebook(MLP + "\ndef swap_up(mlp):\n    mlp.up = torch.nn.Linear(3, 12)\n"
-                             "def tag(mlp):\n    mlp.tags.append('seen')\n")
+                             "def tag(mlp):\n    mlp.tags.append('seen')\n"
+                             "def rescale(mlp):\n    mlp.scale = None\n    mlp.scale = float('0.7')\n")
     asked = collections.Counter()
     send = student.send
     student.send = lambda request: asked.update(["request"]) or send(request)
-    names = student.names(["MLP", "swap_up", "tag"])
+    names = student.names(["MLP", "swap_up", "tag", "rescale"])
     mlp = names["MLP"](3)
     mlp.tags = []
     asked.clear()
@@ -373,6 +374,52 @@ def test_an_attribute_is_asked_of_the_kernel_once_until_the_kernel_says_it_chang
     assert mlp.tags == ["seen"]                                                        # written in place: asked anew
     mlp.up = first_up = mlp.down
     assert mlp.up is first_up
+    mlp.scale = float("0.5")
+    assert mlp.scale == 0.5
+    names["rescale"](mlp)              # the old float freed, the new one at its address: still seen as new
+    assert mlp.scale == 0.7
+
+
+SNEAKY = '''
+import torch
+from torch import nn
+class Sneaky(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(3, 3)
+    def __getattr__(self, name):              # runs on every read of a submodule or parameter, in plain Python
+        value = super().__getattr__(name)
+        with torch.no_grad():
+            for p in super().parameters():
+                p.zero_()
+        return value
+    def parameters(self, recurse=True):       # hides its layer from whoever iterates it
+        return iter(())
+'''
+
+
+def test_a_students_module_is_read_as_pytorch_holds_it_running_none_of_its_classs_code():
+    """A check reads a module's submodules and parameters from its own tables, and its parameters() and the like
+    are nn.Module's: a class that zeroes its weights when they are read, or hides them from parameters(), changes
+    nothing of what the check sees."""
+    sneaky = notebook(SNEAKY).names(["Sneaky"])["Sneaky"]()
+    weight = sneaky.up.weight
+    assert weight.abs().sum() > 0 and len(list(sneaky.parameters())) == 2
+    with torch.no_grad():
+        for p in sneaky.parameters():
+            p.fill_(0.5)
+    assert torch.equal(sneaky.up.weight, torch.full((3, 3), 0.5))
+
+
+def test_a_check_s_own_parameter_keeps_its_shape_and_type_whatever_the_students_code_does():
+    """The student's code may change the values of a tensor of a module the check built (an optimizer's step), but
+    a tensor reshaped in the kernel would make the check's own expectations the student's: refused."""
+    student = notebook("import torch\ndef groups(model):\n    for p in model.parameters():\n"
+                       "        p.data = p.data.reshape(1, -1)\n    return [list(model.parameters())]\n")
+    model = torch.nn.Linear(3, 2)
+    with pytest.raises(values.Refused, match="shape or type"):
+        student.names(["groups"])["groups"](model)
+    assert tuple(model.weight.shape) == (2, 3) and tuple(model.bias.shape) == (2,)
 
 
 def test_the_checks_namespace_swaps_reach_the_notebook_and_are_undone():

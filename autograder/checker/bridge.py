@@ -44,21 +44,46 @@ def stamp(tensor: torch.Tensor) -> tuple:
             id(grad), grad._version if grad is not None else None)
 
 
-def fingerprint(value, depth: int = 0):
+# nn.Module's methods that read or set what a module holds: a check gets PyTorch's own, whatever the student's
+# class overrides (a parameters() that hides a layer from the check's randomization, say).
+MODULE_METHODS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
+                            "modules", "named_modules", "state_dict", "load_state_dict", "train", "eval",
+                            "zero_grad", "requires_grad_", "get_submodule", "get_parameter"})
+
+
+def attribute(target, name: str):
+    """An attribute as the check reads it. Of a module: its parameters, buffers and submodules read from its own
+    tables and nn.Module's methods bound to it, so no code of the student's class runs (a __getattr__ that zeroes
+    the weights as the check reads them); anything else as Python reads it."""
+    if isinstance(target, torch.nn.Module):
+        if name in MODULE_METHODS:
+            return types.MethodType(getattr(torch.nn.Module, name), target)
+        own = object.__getattribute__(target, "__dict__")
+        for table in ("_parameters", "_buffers", "_modules"):
+            if name in own.get(table, ()):
+                return own[table][name]
+    return getattr(target, name)
+
+
+def fingerprint(value, alive: list, depth: int = 0):
     """What changes when an attribute is rebound or what it holds is written in place: identity, a tensor's
     stamp (a parameter's values reach the checker's mirror anyway), a container's items (a large or deep one
-    never compares equal, so the checker never holds it)."""
+    never compares equal, so the checker never holds it). Every object whose id it holds goes into `alive`: kept
+    with the fingerprint, none of them can be freed and its id reused by the value that replaced it."""
+    alive.append(value)
     if isinstance(value, torch.nn.Parameter):
         return ("parameter", id(value))
     if isinstance(value, torch.Tensor):
         return ("tensor", id(value), stamp(value))
     if isinstance(value, types.MethodType):              # a bound method is a new object at every read
+        alive += (value.__self__, value.__func__)
         return ("method", id(value.__self__), id(value.__func__))
     if type(value) in (list, tuple, dict):
         if depth >= 3 or len(value) > 1000:
             return ("unheld", object())
         items = value.items() if type(value) is dict else enumerate(value)
-        return (type(value).__name__, id(value), tuple((key, fingerprint(item, depth + 1)) for key, item in items))
+        return (type(value).__name__, id(value),
+                tuple((key, fingerprint(item, alive, depth + 1)) for key, item in items))
     return ("object", id(value))
 
 
@@ -84,8 +109,8 @@ class Bridge:
         self.class_keys: dict[int, str] = {}                 # id(such a class) -> its key
         self.stamps: dict[int, tuple] = {}                   # number -> the parameter's stamp when last sent
         self.dataclasses: dict[tuple, type] = {}             # (name, fields) -> a dataclass made for a check's
-        self.watched: dict[tuple, object] = {}               # (number, name) -> the attribute's fingerprint when
-        #                                                      the checker read it (it holds the value until told)
+        self.watched: dict[tuple, tuple] = {}                # (number, name) -> the attribute's fingerprint and value
+        #                                                      when the checker read it (it holds it until told)
 
     # --- the wire ----------------------------------------------------------------------------------------
 
@@ -352,9 +377,9 @@ class Bridge:
         """The attributes the checker holds that changed here since it read them (rebound, or a tensor, list or
         dict written in place): it asks for them again."""
         changed = []
-        for key, was in list(self.watched.items()):
+        for key, (was, _) in list(self.watched.items()):
             try:
-                now = fingerprint(getattr(self.objects[key[0]], key[1]))
+                now = fingerprint(attribute(self.objects[key[0]], key[1]), [])
             except Exception:
                 now = None
             if now != was:
@@ -363,8 +388,9 @@ class Bridge:
         return changed
 
     def op_getattr(self, message) -> dict:
-        value = getattr(self.objects[message["target"]], message["name"])
-        self.watched[(message["target"], message["name"])] = fingerprint(value)
+        value = attribute(self.objects[message["target"]], message["name"])
+        alive: list = []
+        self.watched[(message["target"], message["name"])] = (fingerprint(value, alive), alive)
         return {"value": value}
 
     def op_setattr(self, message) -> dict:

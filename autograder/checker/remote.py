@@ -57,6 +57,7 @@ class Connection:
         self.class_keys: dict[int, str] = {}
         self.classes_source: dict[str, str] = {}
         self.next_number = -1
+        self.own: set[int] = set()                      # numbers of the check's own parameters (of its modules)
         # (number, name) -> what the kernel answered for that attribute, held until the kernel says it changed: a
         # check reads attn.qkv.weight once per reference it computes, and each read would be a round trip.
         self.attributes: dict[tuple[int, str], object] = {}
@@ -101,6 +102,7 @@ class Connection:
     def own_mirror(self, parameter: torch.nn.Parameter) -> int:
         number = self.allocate()
         self.mirrors[number], self.mirror_numbers[id(parameter)] = parameter, number
+        self.own.add(number)
         self.synced[number] = parameter._version
         return number
 
@@ -118,6 +120,10 @@ class Connection:
                 if held.shape == new.shape and held.dtype == new.dtype and held.device == new.device:
                     if not held.is_meta:
                         held.copy_(new)
+                elif ref.number in self.own:            # what the check built keeps what the check made it
+                    raise values.Refused(
+                        f"your code changed a tensor of the check's own model from {list(held.shape)} {held.dtype} to "
+                        f"{list(new.shape)} {new.dtype}: it may change its values, never its shape or type")
                 else:
                     held.data = new.detach()
             if held.requires_grad != new.requires_grad:

@@ -1,0 +1,24 @@
+"""A wrong answer written against the order of a check earns exactly what it earns without the trick: the checks
+take what they expect before the student's code runs, in the checker, and read a module as PyTorch holds it
+(tests/attacks_on_references.py: one hand-in per assignment, each with its floor). Graded by the catalog's fast
+path, which runs the same checker and bridge as both front doors."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.attacks_on_references import PAIRS
+from tools import grading, mutation_grading
+
+
+@pytest.mark.parametrize("assignment", sorted(PAIRS))
+def test_a_trick_on_the_checks_order_earns_only_its_floor(course, assignment):
+    floor, attack = PAIRS[assignment]
+    submissions = [grading.Submission(f"{assignment}--{kind}", assignment, grading.submission_from_release(assignment, cells))
+                   for kind, cells in (("floor", floor), ("attack", attack))]
+    graded = mutation_grading.grade_known(assignment, submissions, workers=2, course=course)
+    floor_scores, _ = graded[f"{assignment}--floor"]
+    attack_scores, _ = graded[f"{assignment}--attack"]
+    assert sum(score for score, _ in attack_scores.values()) <= sum(score for score, _ in floor_scores.values())
+    assert {cell: score for cell, (score, _) in attack_scores.items() if score} == \
+        {cell: score for cell, (score, _) in floor_scores.items() if score}, assignment
