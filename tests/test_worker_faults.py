@@ -127,8 +127,12 @@ def watch_workers(peaks: dict[int, int], done: threading.Event) -> None:
 
 def is_launcher(process: psutil.Process) -> bool:
     """A sandbox launcher: sandboxed_kernel.py while it starts a warm kernel (bwrap is its child), or the bwrap it
-    became by exec for a cold one (whose own bwrap child, inside the PID namespace, is not a launcher)."""
-    return process.name() == "bwrap" or "sandboxed_kernel.py" in " ".join(process.cmdline())
+    became by exec for a cold one (whose own bwrap child, inside the PID namespace, is not a launcher). Not the
+    checker's bwrap, which its grading process (or this one, for the checker's own tests) started."""
+    command = " ".join(process.cmdline())
+    if "autograder.checker.process" in command:
+        return False
+    return process.name() == "bwrap" or "sandboxed_kernel.py" in command
 
 
 def launchers(root: psutil.Process) -> list[psutil.Process]:
