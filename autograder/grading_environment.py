@@ -251,7 +251,7 @@ SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/et
 
 
 # The student's side of the checker (checker/bridge.py and the values it packs), which the start-up file loads.
-BRIDGE_FILES = ("checker/values.py", "checker/bridge.py")
+BRIDGE_FILES = ("checker/values.py", "checker/tables.py", "checker/bridge.py")
 
 
 def readable_paths() -> list[str]:

@@ -12,12 +12,10 @@ the Verdict's (verdict.py), which this executor asks the guard in the kernel for
 from __future__ import annotations
 
 import ast
-import base64
 import hashlib
 import hmac
 import math
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -31,6 +29,8 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, List, Unicode
 
 from autograder import cgroups, grading_environment, warm_kernels
+from autograder.checker import line
+from autograder.checker import process as checker_process
 from autograder.checker import session as checker_session
 from autograder.cells import (
     add_condition, add_flag, course_directory, error_output, grade_id, is_test, nbgrader_record, notebook_flags,
@@ -43,7 +43,6 @@ from autograder.verdict import Verdict
 from autograder.withhold import hidden_lines
 
 HERE = Path(__file__).resolve().parent
-BASE64_REPR = re.compile(r"'[A-Za-z0-9+/=]*'")          # the bridge's reply as the kernel's repr shows it
 
 
 def no_answer(message: str) -> bytes:
@@ -57,6 +56,16 @@ def no_answer(message: str) -> bytes:
     return struct.pack("<I", len(header)) + header
 
 
+CHECK_OUTPUT_CHARS = 256 * 2**10      # what a check printed, or its message: the checker's own cap, kept here too
+
+
+def checker_text(value, most: int) -> str:
+    """A string of the checker's outcome as the notebook may hold it: cut to `most` characters, and valid UTF-8
+    (a student's exception message crosses whole, and a lone surrogate in it would fail the notebook's writing)."""
+    text = value if isinstance(value, str) else ("" if value is None else str(value))
+    return text[:most].encode("utf-8", "replace").decode("utf-8")
+
+
 def dig(value, *keys):
     """value[key][key]..., or None where a level is not a dict: a kernel's reply has whatever shape it chose."""
     for key in keys:
@@ -66,14 +75,25 @@ def dig(value, *keys):
     return value
 
 
-def hand_in_key(nb, secret: bytes) -> bytes:
-    """What the checker's hidden inputs are drawn from: the course's secret and the hand-in's own code (its
-    answers and any cell the student added), so that a regrade meets the same inputs, any change of an answer
-    meets new ones, and no one without the secret can tell which."""
+def hand_in_key(nb, secret: bytes, folder: str | None = None) -> bytes:
+    """What the checker's hidden inputs are drawn from: the course's secret and what the hand-in gives the kernel
+    (its answers and any cell the student added, and the files beside the notebook the kernel can read), so that
+    a regrade meets the same inputs, any change of an answer, in a cell or a file, meets new ones, and no one
+    without the secret can tell which."""
     digest = hmac.new(secret, digestmod="sha256")
     for cell in nb.cells:
         if cell.cell_type == "code" and not is_test(cell) and not nbgrader_record(cell).get("locked"):
             digest.update(hashlib.sha256(cell.source.encode("utf-8", "surrogatepass")).digest())
+    if folder:
+        from autograder.sandboxed_kernel import copy_budget, handed_in
+
+        for path, fd in handed_in(folder, copy_budget()):
+            file = hashlib.sha256(path.encode("utf-8", "surrogateescape"))
+            if fd is not None:
+                with os.fdopen(fd, "rb") as handle:
+                    while chunk := handle.read(2**20):
+                        file.update(chunk)
+            digest.update(file.digest())
     return digest.digest()
 
 
@@ -181,6 +201,7 @@ class GuardedExecute(Execute):
         self._relay = self._context = None
         self._died_in = None
         self._cell = None
+        self._line, self._serving, self._line_failed = None, None, None      # a check's line to the kernel
         self._kernel_id = None
         self._specs = None
         self._deadline = time.monotonic() + value("COURSE_GRADING_NOTEBOOK_TIMEOUT")
@@ -203,7 +224,8 @@ class GuardedExecute(Execute):
         preloads = tuple(module for module in grading_environment.warm_imports(
             cell.source for cell in nb.cells if cell.cell_type == "code" and (is_test(cell) or is_given(cell)))
             if module not in grading_environment.WARM_IMPORTS)
-        self._checker = (checker_session.Session(hand_in_key(nb, course_secret(self)),
+        folder = resources.get("metadata", {}).get("path") or None      # where the kernel's files are copied from
+        self._checker = (checker_session.Session(hand_in_key(nb, course_secret(self), folder),
                                                  checker_session.IMPORTS + preloads) if checked else None)
         if self._checker is not None:            # its parent imports PyTorch while the kernel starts
             self._checker.prepare()
@@ -385,8 +407,11 @@ class GuardedExecute(Execute):
                                         self.cell_timeout(cell))
         except checker_session.CheckerTimeout:
             outcome = {"ok": False, "ename": "CellTimeoutError", "evalue": "the given cell ran too long in the checker"}
+        finally:
+            self.end_line()
         if not outcome.get("ok"):
-            self.log.warning("a given cell failed in the checker: %s: %s", outcome.get("ename"), outcome.get("evalue"))
+            self.log.warning("a given cell failed in the checker: %s: %s", checker_text(outcome.get("ename"), 200),
+                             checker_text(outcome.get("evalue"), 2000))
 
     def run_check(self, cell) -> None:
         """A test cell, run in the checker: its outputs are what the check printed and, if it failed, the check's
@@ -396,29 +421,77 @@ class GuardedExecute(Execute):
                                         self.cell_timeout(cell))
         except checker_session.CheckerTimeout as timeout:
             outcome = {"ok": False, "ename": "CellTimeoutError", "evalue": str(timeout), "stdout": ""}
+        finally:
+            self.end_line()
         outputs = []
-        printed = str(outcome.get("stdout") or "")
+        printed = checker_text(outcome.get("stdout"), CHECK_OUTPUT_CHARS)
         if printed:
             outputs.append(NotebookNode(output_type="stream", name="stdout", text=printed))
         if not outcome.get("ok"):
-            outputs.append(error_output(str(outcome.get("ename") or "Error")[:200], str(outcome.get("evalue") or "")))
+            outputs.append(error_output(checker_text(outcome.get("ename") or "Error", 200),
+                                        checker_text(outcome.get("evalue"), CHECK_OUTPUT_CHARS)))
         cell.outputs = outputs
         cell.execution_count = None
 
     def bridge_call(self, request: bytes) -> bytes:
-        """One request of a check to the student's side (checker/bridge.py in the kernel): its reply, whatever
-        the kernel answers, as bytes for the checker's strict reader."""
-        expression = f"__import__('sys').modules['_course_bridge'].serve_text({base64.b64encode(request).decode()!r})"
-        msg_id = self.kc.execute("", silent=True, store_history=False, user_expressions={"reply": expression})
-        reply = self.wait_for_reply(msg_id, self._cell)
-        if reply is None:                      # the call ran past the cell's time: nbclient interrupted it
-            raise checker_session.CheckerTimeout("the student's code ran past the cell's time limit")
-        result = dig(reply, "content", "user_expressions", "reply") or {}
-        text = dig(result, "data", "text/plain")
-        if dig(result, "status") == "ok" and isinstance(text, str) and BASE64_REPR.fullmatch(text):
-            return base64.b64decode(text[1:-1])
-        what = dig(result, "ename") or "no answer"
-        return no_answer(f"your notebook's kernel did not answer the check ({str(what)[:100]})")
+        """One request of a check to the student's side (checker/bridge.py in the kernel), on this check's line
+        (checker/line.py): its reply, whatever the kernel answers, as bytes for the checker's strict reader."""
+        if self._line is None:
+            if self._line_failed:
+                return no_answer(f"your notebook's kernel did not answer the check ({self._line_failed})")
+            self.open_line()
+            if self._line is None:
+                return no_answer(f"your notebook's kernel did not answer the check ({self._line_failed})")
+        timeout = self.cell_timeout(self._cell)
+        try:
+            return self._line.call(request, time.monotonic() + timeout, self.serving)
+        except TimeoutError:
+            self.end_line(interrupted=True)
+            run_sync(self._async_handle_timeout)(timeout, self._cell)      # interrupts the kernel (nbgrader's setting)
+            raise checker_session.CheckerTimeout("the student's code ran past the cell's time limit") from None
+        except (line.LineClosed, ValueError) as error:
+            self.end_line()
+            run_sync(self._async_check_alive)()           # a kernel that died: DeadKernelError, as for a cell
+            self._line_failed = str(error)[:200]
+            return no_answer(f"your notebook's kernel did not answer the check ({self._line_failed})")
+
+    def open_line(self) -> None:
+        """Connect to the kernel's bridge and ask the kernel to serve this check's calls on it."""
+        where = line.path(self.km.get_connection_info()) if self.sandbox and self.km else None
+        try:
+            if where is None:
+                raise OSError("no line to the kernel")
+            # No larger than the checker's child reads whole (a frame over its limit ends the child).
+            self._line = line.Line(where, min(int(value("COURSE_GRADING_MESSAGE_MB") * 2**20), checker_process.MOST_FRAME))
+        except OSError as error:
+            self._line_failed = f"no line to the kernel: {error.strerror or error}"[:200]
+            return
+        self._serving = self.kc.execute("__import__('sys').modules['_course_bridge'].serve_line()", silent=True,
+                                        store_history=False)
+
+    def serving(self) -> bool:
+        """Whether the kernel still runs the execute request serving the line (its reply has not come)."""
+        return self._serving is not None and not run_sync(self._async_served)()
+
+    async def _async_served(self) -> bool:
+        while await self.kc.shell_channel.msg_ready():
+            reply = await self.kc.shell_channel.get_msg(timeout=0)
+            if dig(reply, "parent_header", "msg_id") == self._serving:
+                self._serving = None
+                return True
+        return False
+
+    def end_line(self, interrupted: bool = False) -> None:
+        """Close this check's line; the kernel's serve_line returns, and its reply is awaited (with the cell's
+        time: a kernel that does not stop serving is interrupted, as a cell would be). After a timeout, which
+        interrupted the kernel already, its reply is left to be skipped as a stale one."""
+        self._line_failed = None
+        if self._line is not None:
+            self._line.close()
+            self._line = None
+        serving, self._serving = self._serving, None
+        if serving is not None and not interrupted:
+            self.wait_for_reply(serving, self._cell)
 
     def flag_dropped_messages(self, resources, where: str, cell=None) -> bool:
         """Say so when the relay dropped messages over the limits: a flag, and a note in the cell."""

@@ -33,6 +33,8 @@ import socket
 import tempfile
 import threading
 
+from autograder.checker.line import connect_unix
+
 CHANNELS = ("shell", "iopub", "stdin", "control", "hb")
 GREETING = 64
 MORE, LONG, COMMAND = 0x01, 0x02, 0x04
@@ -284,7 +286,12 @@ class KernelRelay:
         kernel = socket.socket(socket.AF_UNIX if isinstance(target, str) else socket.AF_INET, socket.SOCK_STREAM)
         kernel.settimeout(2)              # a kernel's socket that never accepts must not hold the relay up
         try:
-            kernel.connect(target)        # local: immediate; refused until the kernel has bound its socket
+            # Local: immediate; refused until the kernel has bound its socket. Not through a link the kernel put
+            # in its place: /proc/PID/root resolves an absolute one in the grader's file system (line.py).
+            if isinstance(target, str):
+                connect_unix(kernel, target)
+            else:
+                kernel.connect(target)
         except OSError:
             grader.close()                # the grader's ZeroMQ socket connects again shortly
             kernel.close()

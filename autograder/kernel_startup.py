@@ -250,24 +250,34 @@ def _install_guard(seed_everything):
 
 
 def _install_bridge():
-    """The student's side of the checker (checker/bridge.py): the grader calls `_course_bridge.serve_text` to run
-    a check's call of the student's code and get values back. Loaded from its files (the grading package is not
+    """The student's side of the checker (checker/bridge.py): the grader's calls of the student's code for a check
+    arrive on a socket of their own beside the kernel's (checker/line.py), served by `_course_bridge.serve_line`,
+    which the grader runs for each check; values go back. Loaded from its files (the grading package is not
     importable in the sandbox); it holds no test and decides nothing."""
     import importlib.util
     import os
+    import socket
     import sys
     import types
 
+    from ipykernel.kernelapp import IPKernelApp
+
     # IPython runs this file with its folder first on sys.path (safe_execfile), as the guard's import relies on.
     folder = os.path.join(sys.path[0], "checker")
-    for name, file in (("_course_checker_values", "values.py"), ("_course_checker_bridge", "bridge.py")):
+    for name, file in (("_course_checker_values", "values.py"), ("_course_checker_tables", "tables.py"),
+                       ("_course_checker_bridge", "bridge.py")):
         spec = importlib.util.spec_from_file_location(name, os.path.join(folder, file))
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
     bridge = sys.modules["_course_checker_bridge"].Bridge(get_ipython().user_ns)   # noqa: F821
     served = types.ModuleType("_course_bridge")
-    served.serve_text = bridge.serve_text
+    app = IPKernelApp.instance()
+    if app.transport == "ipc":           # in the sandbox: the line's socket beside the kernel's (checker/line.py)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(f"{app.ip}-{sys.modules['_course_checker_bridge'].LINE_SUFFIX}")
+        listener.listen(1)
+        served.serve_line = lambda: bridge.serve_line(listener)
     sys.modules["_course_bridge"] = served
 
 

@@ -85,6 +85,7 @@ if __name__ == "__main__" and "autograder" not in sys.modules:
         del sys.path[0]
 
 from autograder import cgroups, grading_environment, kernel_zygote, seccomp_filter  # noqa: E402
+from autograder.checker import line  # noqa: E402
 from autograder.grading_environment import value  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -117,19 +118,23 @@ def inside(path: str, folders: list[str]) -> bool:
     return any(path == folder or path.startswith(folder + os.sep) for folder in folders)
 
 
-def copy_in(folder: str, budget: int) -> tuple[list[str], list[int]]:
-    """bwrap arguments that copy the folder's regular files into WORK, never following a link. Notebooks are
-    not copied: nbgrader writes the notebook it grades into this folder before running it, its test cells
-    restored from the gradebook, hidden parts included, and the kernel runs its cells, never reads it."""
-    argv, fds = ["--dir", WORK], []
+NBGRADER_RECORDS = ("timestamp.txt", "submission_secret.txt")     # nbgrader's, beside the hand-in: not the kernel's
+
+
+def handed_in(folder: str, budget: int):
+    """(path in the kernel's WORK, open descriptor) for each file of the hand-in the kernel gets, never following a
+    link, within `budget` bytes: every regular file but notebooks (nbgrader writes the notebook it grades into
+    this folder before running it, its test cells restored from the gradebook, hidden parts included, and the
+    kernel runs its cells, never reads it) and nbgrader's own records. The hidden inputs' key reads the same
+    files (guarded_execute.hand_in_key): what the kernel can read of the hand-in is what a resubmission changes."""
     for root, dirs, files in os.walk(folder, followlinks=False):
         relative = os.path.relpath(root, folder)
         target = WORK if relative == "." else os.path.join(WORK, relative)
         if relative != ".":
-            argv += ["--dir", target]
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
-        for name in files:
-            if name.endswith(".ipynb"):
+            yield target, None
+        dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(root, d)))
+        for name in sorted(files):
+            if name.endswith(".ipynb") or (relative == "." and name in NBGRADER_RECORDS):
                 continue
             try:
                 fd = os.open(os.path.join(root, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -140,10 +145,25 @@ def copy_in(folder: str, budget: int) -> tuple[list[str], list[int]]:
                 os.close(fd)
                 continue
             budget -= size
-            os.set_inheritable(fd, True)
-            fds.append(fd)
-            argv += ["--perms", "0644", "--file", str(fd), os.path.join(target, name)]
+            yield os.path.join(target, name), fd
+
+
+def copy_in(folder: str, budget: int) -> tuple[list[str], list[int]]:
+    """bwrap arguments that copy the hand-in's files (handed_in) into WORK."""
+    argv, fds = ["--dir", WORK], []
+    for path, fd in handed_in(folder, budget):
+        if fd is None:
+            argv += ["--dir", path]
+            continue
+        os.set_inheritable(fd, True)
+        fds.append(fd)
+        argv += ["--perms", "0644", "--file", str(fd), path]
     return argv, fds
+
+
+def copy_budget() -> int:
+    """What the hand-in's files may take of the kernel's disk: half of it."""
+    return int(value("COURSE_GRADING_DISK_MB") * 2**20) // 2
 
 
 def data(text: str | bytes) -> int:
@@ -283,8 +303,10 @@ def sandbox_pid(info: int) -> int | None:
 
 
 def socket_paths(connection: dict) -> list[str]:
+    """The kernel's sockets: its five Jupyter channels', and the checker's line to its bridge (checker/line.py)."""
     ip = os.path.abspath(connection["ip"])
-    return [f"{ip}-{connection[key]}" for key in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+    ports = [f"{ip}-{connection[key]}" for key in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+    return [*ports, line.path(connection)]
 
 
 def link_sockets(connection: dict, child: int) -> None:
@@ -479,7 +501,7 @@ def kernel_environment() -> dict[str, str]:
 def sandbox_argv(connection_file: str, connection: dict, courses: list[str]) -> tuple[list[str], list[int]]:
     """bwrap's arguments for this kernel's sandbox, up to its namespaces and command (the same, cold or warm)."""
     argv, fds = base_argv(courses)
-    files, copied = copy_in(os.getcwd(), int(value("COURSE_GRADING_DISK_MB") * 2**20) // 2)
+    files, copied = copy_in(os.getcwd(), copy_budget())
     argv += files
     fds += copied
     for path in [*grading_environment.readable_paths(), connection_file]:

@@ -394,8 +394,18 @@ for path in found:
     print(open(path).read())
 '''
 
-# A kernel whose replies to the grader's expressions have another shape than a dict: the check's request then
-# gets no answer, which is the student's loss, never the grader's crash.
+# A kernel whose replies to the grader's expressions have another shape than a dict, and whose line for the checks'
+# calls (autograder/checker/line.py) answers each with the length of a terabyte: the checks get no answer, which
+# is the student's loss, never the grader's crash or memory.
 MISSHAPEN_REPLIES = '''
 get_ipython().user_expressions = lambda expressions: ["not", "a", "dict"]
+import socket as _socket, struct as _struct, sys as _sys
+_listener = next(cell.cell_contents for cell in _sys.modules["_course_bridge"].serve_line.__closure__
+                 if isinstance(cell.cell_contents, _socket.socket))
+def _boast():
+    connection, _ = _listener.accept()
+    with connection:
+        while connection.recv(1 << 20):
+            connection.sendall(_struct.pack("!Q", 1 << 40))
+_sys.modules["_course_bridge"].serve_line = _boast
 '''

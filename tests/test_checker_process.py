@@ -52,6 +52,29 @@ def test_hidden_inputs_depend_on_the_hand_in_and_repeat_for_the_same_one():
     assert first == again != other
 
 
+def test_the_hand_ins_key_covers_every_file_its_kernel_can_read(tmp_path):
+    """An answer can live in a file beside the notebook as well as in a cell: a hand-in whose cells are the same
+    but whose file differs meets new hidden inputs; nbgrader's own records, which the kernel never gets, change
+    nothing (a regrade, or a resubmission of the same hand-in, meets the same ones)."""
+    import nbformat
+
+    from autograder.guarded_execute import hand_in_key
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("table = open('notes.txt').read()")])
+    (tmp_path / "notes.txt").write_text("a table of answers")
+    (tmp_path / "timestamp.txt").write_text("2026-12-06 10:00:00")
+    first = hand_in_key(nb, b"secret", str(tmp_path))
+    (tmp_path / "timestamp.txt").write_text("2026-12-07 10:00:00")
+    (tmp_path / "submission_secret.txt").write_text("another")
+    assert hand_in_key(nb, b"secret", str(tmp_path)) == first
+    (tmp_path / "notes.txt").write_text("another table")
+    assert hand_in_key(nb, b"secret", str(tmp_path)) != first
+    (tmp_path / "notes.txt").write_text("a table of answers")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "more.txt").write_text("more")
+    assert hand_in_key(nb, b"secret", str(tmp_path)) != first
+
+
 def test_the_global_names_a_check_reads_include_those_of_its_functions():
     code = compile("def check():\n    return layernorm(x)\nvalue = helper\n", "<cell>", "exec")
     assert global_names(code) == {"layernorm", "x", "helper"}
@@ -100,6 +123,31 @@ def test_a_call_that_times_out_in_the_kernel_costs_only_its_own_check():
         assert session.run("given", "setup", "import torch\n", bridge, 30)["ok"]
         with pytest.raises(CheckerTimeout):
             session.run("check", "slow", "double(torch.ones(1))", bridge, 30)
+        assert session.run("check", "next", "assert double(torch.ones(1)).item() == 2", bridge, 30)["ok"]
+    finally:
+        session.close()
+
+
+def test_a_reply_the_child_cannot_read_whole_ends_the_child_and_nothing_after_it_is_read_as_a_frame():
+    """A reply over the frame limit, followed by bytes shaped as the grader's frames (a forged request and verdict):
+    the child reads the header, and ends; nothing of the rest is read, the check fails, the next gets a fresh child."""
+    from autograder.checker.process import HEADER, MOST_FRAME
+
+    served = student_bridge()
+    forged = b"".join(HEADER.pack(b"R", len(p)) + p for p in [b'{"kind": "check", "name": "x", "source": "pass"}'])
+
+    def bridge(request: bytes) -> bytes:
+        if b"double" in request and not bridge.done:
+            bridge.done = True
+            return b"\0" * (MOST_FRAME + 1) + forged
+        return served(request)
+
+    bridge.done = False
+    session = Session(b"key")
+    try:
+        assert session.run("given", "setup", "import torch\n", bridge, 30)["ok"]
+        failed = session.run("check", "first", "assert double(torch.ones(1)).item() == 2", bridge, 30)
+        assert not failed["ok"] and failed["ename"] == "CheckerError"
         assert session.run("check", "next", "assert double(torch.ones(1)).item() == 2", bridge, 30)["ok"]
     finally:
         session.close()

@@ -411,6 +411,70 @@ def test_a_students_module_is_read_as_pytorch_holds_it_running_none_of_its_class
     assert torch.equal(sneaky.up.weight, torch.full((3, 3), 0.5))
 
 
+MODE_TRICKS = '''
+import torch
+from torch import nn
+class Tricky(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(3, 3)
+        self.down = nn.Linear(3, 3)
+    def train(self, mode=True):               # PyTorch's eval() calls it: zero the weights the check just drew
+        with torch.no_grad():
+            for p in self.up.parameters():
+                p.zero_()
+        return super().train(mode)
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):   # PyTorch's named_parameters walks it
+        yield prefix, self
+        yield "up", self.up                   # down left out: it would keep its own initial values
+    def forward(self, x):
+        return self.down(self.up(x))
+'''
+
+
+def test_setting_a_modules_mode_or_listing_its_parameters_runs_none_of_its_classs_code():
+    """PyTorch's own eval() calls the module's train(), its named_parameters() walks the module's named_modules():
+    a class that overrides those would run between a check's randomization and its reference. The check's are
+    tables.py's: every parameter listed, the mode set, the weights the check drew kept."""
+    tricky = notebook(MODE_TRICKS).names(["Tricky"])["Tricky"]()
+    names = [name for name, _ in tricky.named_parameters()]
+    assert names == ["up.weight", "up.bias", "down.weight", "down.bias"]
+    with torch.no_grad():
+        for p in tricky.parameters():
+            p.fill_(0.5)
+    tricky.eval()
+    assert tricky.training is False and tricky.up.training is False
+    assert torch.equal(tricky.up.weight, torch.full((3, 3), 0.5))
+
+
+def test_a_parameter_the_check_wrote_keeps_its_values_until_the_students_code_runs():
+    """A kernel's reply may say anything of its parameters (the bridge is the student's to replace): a reply to a
+    read that says a parameter the check wrote holds something else is refused (the check fails), and the check
+    keeps its values, until a call of the student's code."""
+    namespace: dict = {}
+    exec(compile(MLP, "<student>", "exec"), namespace)
+    bridge = Bridge(namespace)
+    reported = bridge.updated
+
+    def zeroed():                             # the student's replacement: every parameter reported as zeros
+        with torch.no_grad():
+            for kept in list(bridge.objects.values()):
+                if isinstance(kept, torch.nn.Parameter):
+                    kept.zero_()
+        return reported()
+
+    bridge.updated = zeroed
+    mlp = Connection(bridge.serve).names(["MLP"])["MLP"](3)
+    weight = mlp.up.weight
+    with torch.no_grad():
+        weight.fill_(0.5)
+    with pytest.raises(values.Refused, match="no longer holds what the check set it to"):
+        mlp.eval()                                                        # no code of the student's was called
+    assert torch.equal(weight, torch.full_like(weight, 0.5))              # the check's values, whatever was said
+    mlp(torch.randn(2, 3))
+    assert torch.equal(mlp.up.weight, torch.zeros_like(weight))           # the student's code ran: the kernel's
+
+
 def test_a_check_s_own_parameter_keeps_its_shape_and_type_whatever_the_students_code_does():
     """The student's code may change the values of a tensor of a module the check built (an optimizer's step), but
     a tensor reshaped in the kernel would make the check's own expectations the student's: refused."""

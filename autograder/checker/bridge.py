@@ -11,21 +11,29 @@ and no reference: a request carries only the arguments of one call.
 
 from __future__ import annotations
 
+import inspect
 import itertools
+import socket
+import struct
 import types
 
 import torch
 
 try:
+    from autograder.checker import tables
     from autograder.checker.values import (ArgumentRef, ClassSource, ConfigValue, DataclassValue, Handle, Library,
                                            ModuleState, Opaque, OptimizerState, TensorRef, pack, tensor_bytes,
                                            unpack)
-except ImportError:       # in the grading kernel, where kernel_startup.py loads values.py beside this file
+except ImportError:       # in the grading kernel, where kernel_startup.py loads values.py and tables.py beside this
+    import _course_checker_tables as tables
     from _course_checker_values import (ArgumentRef, ClassSource, ConfigValue, DataclassValue, Handle, Library,
                                         ModuleState, Opaque, OptimizerState, TensorRef, pack, tensor_bytes, unpack)
 
 MOST_REQUEST_BYTES = 64 * 2**20
 MOST_ITEMS = 10_000          # what a generator the student's code returns is turned into, at most
+LENGTH = struct.Struct("!Q")  # each request and reply on the grader's line: its length, then its bytes
+LINE_SUFFIX = "bridge"        # line.py's SUFFIX (the grader's side, which does not import PyTorch, cannot import this)
+LINE_ACCEPT_SECONDS = 30      # the grader connects before it asks the kernel to serve: accept() returns at once
 
 
 DEVICES = ("cpu", "meta")   # the default devices a check may set around a call (`with torch.device("meta")`)
@@ -44,25 +52,57 @@ def stamp(tensor: torch.Tensor) -> tuple:
             id(grad), grad._version if grad is not None else None)
 
 
-# nn.Module's methods that read or set what a module holds: a check gets PyTorch's own, whatever the student's
-# class overrides (a parameters() that hides a layer from the check's randomization, say).
-MODULE_METHODS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
-                            "modules", "named_modules", "state_dict", "load_state_dict", "train", "eval",
-                            "zero_grad", "requires_grad_", "get_submodule", "get_parameter"})
+# nn.Module's methods that read or set what a module holds: a check gets tables.py's, which read the module's own
+# tables, whatever the student's class overrides (a parameters() that hides a layer from the check's
+# randomization, a train() that zeroes the weights as eval() calls it).
+MODULE_METHODS = frozenset(tables.METHODS)
 
 
 def attribute(target, name: str):
     """An attribute as the check reads it. Of a module: its parameters, buffers and submodules read from its own
     tables and nn.Module's methods bound to it, so no code of the student's class runs (a __getattr__ that zeroes
     the weights as the check reads them); anything else as Python reads it."""
-    if isinstance(target, torch.nn.Module):
+    if issubclass(type(target), torch.nn.Module):
         if name in MODULE_METHODS:
-            return types.MethodType(getattr(torch.nn.Module, name), target)
+            return types.MethodType(tables.METHODS[name], target)
         own = object.__getattribute__(target, "__dict__")
         for table in ("_parameters", "_buffers", "_modules"):
             if name in own.get(table, ()):
                 return own[table][name]
     return getattr(target, name)
+
+
+NOT_STORED = object()
+
+
+def stored(target, name: str):
+    """What the object holds under `name`, read without running any code of its class: a module's tables, the
+    object's own __dict__, its class's function (inspect.getattr_static); NOT_STORED where only code could say
+    (a property, a __getattr__)."""
+    if issubclass(type(target), torch.nn.Module):
+        own = object.__getattribute__(target, "__dict__")
+        for table in ("_parameters", "_buffers", "_modules"):
+            if name in own.get(table, ()):
+                return own[table][name]
+    try:
+        found = inspect.getattr_static(target, name, NOT_STORED)
+    except Exception:                     # noqa: BLE001  (an object whose very layout is odd: nothing is held)
+        return NOT_STORED
+    return NOT_STORED if hasattr(type(found), "__get__") and not isinstance(found, types.FunctionType) else found
+
+
+def held(target, name: str, value) -> bool:
+    """Whether what the check read is what the object stores (or its class's method bound to it), so that the
+    checker may hold it until the object stores something else: never a property's or a __getattr__'s result,
+    which could differ at each read."""
+    if issubclass(type(target), torch.nn.Module) and name in MODULE_METHODS:
+        return True                       # tables.py's, bound to the module (attribute): the same at every read
+    found = stored(target, name)
+    if found is NOT_STORED:
+        return False
+    if type(value) is types.MethodType:
+        return value.__self__ is target and value.__func__ is found
+    return value is found
 
 
 def fingerprint(value, alive: list, depth: int = 0):
@@ -71,20 +111,37 @@ def fingerprint(value, alive: list, depth: int = 0):
     never compares equal, so the checker never holds it). Every object whose id it holds goes into `alive`: kept
     with the fingerprint, none of them can be freed and its id reused by the value that replaced it."""
     alive.append(value)
-    if isinstance(value, torch.nn.Parameter):
+    kind = type(value)
+    if issubclass(kind, torch.nn.Parameter):
         return ("parameter", id(value))
-    if isinstance(value, torch.Tensor):
+    if kind is not torch.Tensor and issubclass(kind, torch.Tensor):
+        return ("unheld", object())           # a subclass's attributes may be its own code: read afresh each time
+    if kind is torch.Tensor:
         return ("tensor", id(value), stamp(value))
-    if isinstance(value, types.MethodType):              # a bound method is a new object at every read
+    if kind is types.MethodType:              # a bound method is a new object at every read
         alive += (value.__self__, value.__func__)
         return ("method", id(value.__self__), id(value.__func__))
-    if type(value) in (list, tuple, dict):
+    if kind in (list, tuple, dict):
         if depth >= 3 or len(value) > 1000:
             return ("unheld", object())
-        items = value.items() if type(value) is dict else enumerate(value)
-        return (type(value).__name__, id(value),
-                tuple((key, fingerprint(item, alive, depth + 1)) for key, item in items))
+        items = value.items() if kind is dict else enumerate(value)
+        alive += value.keys() if kind is dict else ()
+        return (kind.__name__, id(value),       # keys by identity: comparing them would call their __eq__
+                tuple((key if type(key) in (str, int) else id(key), fingerprint(item, alive, depth + 1))
+                      for key, item in items))
     return ("object", id(value))
+
+
+def receive_exactly(connection: socket.socket, size: int) -> bytes | None:
+    """`size` bytes from the connection, or None if it closes first."""
+    buffer = bytearray(size)
+    view, got = memoryview(buffer), 0
+    while got < size:
+        count = connection.recv_into(view[got:])
+        if count == 0:
+            return None
+        got += count
+    return bytes(buffer)
 
 
 def describe_error(error: BaseException) -> dict:
@@ -149,11 +206,20 @@ class Bridge:
         return [self.objects[number] for number, was in list(self.stamps.items())
                 if number in self.objects and stamp(self.objects[number]) != was]
 
-    def serve_text(self, request: str) -> str:
-        """serve() for the grader's kernel client, which sends code and reads text: base64 both ways."""
-        import base64
-
-        return base64.b64encode(self.serve(base64.b64decode(request))).decode("ascii")
+    def serve_line(self, listener: socket.socket) -> None:
+        """serve() on the grader's line (checker/line.py): one connection a check cell, a request and its reply
+        at a time, each its length and its bytes, until the grader closes it (the check has ended)."""
+        listener.settimeout(LINE_ACCEPT_SECONDS)
+        connection, _ = listener.accept()
+        with connection:
+            connection.settimeout(None)
+            while (header := receive_exactly(connection, LENGTH.size)) is not None:
+                (size,) = LENGTH.unpack(header)
+                request = receive_exactly(connection, size) if size <= MOST_REQUEST_BYTES else None
+                if request is None:
+                    return
+                reply = self.serve(request)
+                connection.sendall(LENGTH.pack(len(reply)) + reply)
 
     def keep(self, value):
         """A value that does not cross: kept here behind a handle (objects), or known by its type (the rest)."""
@@ -333,7 +399,7 @@ class Bridge:
             result = target(*args, **kwargs)
         if not reads_state(target):       # what the student's code computed is a value, never a live parameter,
             # unless it is a parameter of a module the check passed in (`param_groups(model)` returns model's own)
-            given = {id(parameter) for module in modules_in((args, kwargs)) for parameter in module.parameters()}
+            given = {id(parameter) for module in modules_in((args, kwargs)) for parameter in tables.parameters(module)}
             result = without_parameters(result, given)
         changed = {path_key(path): tensor.detach() for path, tensor, was, shape in before.values()
                    if tensor_bytes(tensor) != was or view(tensor) != shape}       # t_() changes the view alone
@@ -374,24 +440,24 @@ class Bridge:
         return {"value": item if torch_own(type(target), "__getitem__") else without_parameters(item, set())}
 
     def stale(self) -> list:
-        """The attributes the checker holds that changed here since it read them (rebound, or a tensor, list or
-        dict written in place): it asks for them again."""
+        """The attributes the checker holds that the objects here store no longer (rebound, or a tensor, list or
+        dict written in place): it asks for them again. Read as stored, so no code of the student's runs here."""
         changed = []
         for key, (was, _) in list(self.watched.items()):
-            try:
-                now = fingerprint(attribute(self.objects[key[0]], key[1]), [])
-            except Exception:
-                now = None
+            now = fingerprint(stored(self.objects[key[0]], key[1]), [])
             if now != was:
                 changed.append(list(key))
                 del self.watched[key]
         return changed
 
     def op_getattr(self, message) -> dict:
-        value = attribute(self.objects[message["target"]], message["name"])
+        target, name = self.objects[message["target"]], message["name"]
+        value = attribute(target, name)
+        if not held(target, name, value):
+            return {"value": value, "held": False}
         alive: list = []
-        self.watched[(message["target"], message["name"])] = (fingerprint(value, alive), alive)
-        return {"value": value}
+        self.watched[(message["target"], name)] = (fingerprint(stored(target, name), alive), alive)
+        return {"value": value, "held": True}
 
     def op_setattr(self, message) -> dict:
         setattr(self.objects[message["target"]], message["name"], self.resolve(message["value"]))
@@ -416,10 +482,13 @@ class Bridge:
 
 
 def reads_state(target) -> bool:
-    """A PyTorch method of a module or optimizer (`parameters`, `named_parameters`, `state_dict`, `modules`):
+    """A module's reading method (tables.py's `parameters`, `named_parameters`, `state_dict`...) or an optimizer's:
     the parameters it returns are the kernel's own, and cross as references; anything else the student wrote."""
-    function = getattr(target, "__func__", None)
-    return isinstance(target, types.MethodType) and str(getattr(function, "__module__", "")).startswith("torch.")
+    if type(target) is not types.MethodType:
+        return False
+    function = target.__func__
+    return any(function is own for own in tables.METHODS.values()) or \
+        str(getattr(function, "__module__", "")).startswith("torch.")
 
 
 def torch_own(kind: type, method: str) -> bool:

@@ -162,9 +162,16 @@ class Child:
 
     def bridge(self, request: bytes) -> bytes:
         send(self.connection, b"B", request)
-        kind, reply = receive(self.connection)
+        try:
+            kind, reply = receive(self.connection)
+        except BaseException:                 # noqa: BLE001  (a frame not read whole, over the limit or out of
+            # memory: what follows it on the connection would be read as frames, of the kernel's choosing. This
+            # child ends here; the grader gives the next cell a fresh one.)
+            self.connection.close()
+            os._exit(1)
         if kind != b"b":
-            raise ConnectionError("the grader sent no bridge reply")
+            self.connection.close()
+            os._exit(1)
         return reply
 
     def serve(self) -> None:

@@ -32,13 +32,14 @@ import sys
 import torch
 
 from autograder.checker import values
-from autograder.checker.bridge import tensors_in
+from autograder.checker.bridge import MODULE_METHODS, tensors_in
 from autograder.checker.values import (ArgumentRef, ClassSource, ConfigValue, DataclassValue, Handle, Library,
                                        ModuleState, Opaque, OptimizerState, TensorRef)
 
 HIDDEN_MARK = "### BEGIN HIDDEN TESTS"
 
 MOST_REPLY_BYTES = 64 * 2**20
+VALUE_FREE = MODULE_METHODS - {"load_state_dict"}     # nn.Module's methods that change no parameter's value
 
 
 class Connection:
@@ -58,17 +59,31 @@ class Connection:
         self.classes_source: dict[str, str] = {}
         self.next_number = -1
         self.own: set[int] = set()                      # numbers of the check's own parameters (of its modules)
+        # The parameters whose values the check wrote, or made: they keep the check's values until the student's
+        # code runs (a call). Reading a module's tables, setting its mode or reading an attribute changes no
+        # value, so a reply to those that says otherwise is refused, and the check fails (a kernel could
+        # otherwise zero the weights a check just drew, before the check computes its reference; a parameter
+        # sharing memory with another, not tied as one Parameter, changes with the other's write).
+        self.pinned: set[int] = set()
+        self.table_methods: set[int] = set()            # handles of nn.Module's own methods (bridge.MODULE_METHODS)
+        self.student_ran = False                        # whether the request being answered ran the student's code
         # (number, name) -> what the kernel answered for that attribute, held until the kernel says it changed: a
         # check reads attn.qkv.weight once per reference it computes, and each read would be a round trip.
         self.attributes: dict[tuple[int, str], object] = {}
 
-    def request(self, **message) -> dict:
+    def request(self, student_code: bool = False, **message) -> dict:
+        """One request to the bridge and its reply; `student_code`: a call that runs the student's code, after
+        which the kernel's values of the parameters the check pinned are believed again."""
         changed = [TensorRef(number, mirror) for number, mirror in self.mirrors.items()
                    if mirror._version != self.synced[number]]
         if changed:                                     # a check wrote to a parameter it holds: the kernel's too
             message["writes"] = changed
             for ref in changed:
                 self.synced[ref.number] = ref.tensor._version
+                self.pinned.add(ref.number)
+        self.student_ran = student_code
+        if student_code:
+            self.pinned.clear()
         reply = values.unpack(self.send(values.pack(message, self.handle_of, self.refer)), MOST_REPLY_BYTES)
         if not isinstance(reply, dict):
             raise values.Refused("the bridge's reply is not one")
@@ -103,6 +118,7 @@ class Connection:
         number = self.allocate()
         self.mirrors[number], self.mirror_numbers[id(parameter)] = parameter, number
         self.own.add(number)
+        self.pinned.add(number)
         self.synced[number] = parameter._version
         return number
 
@@ -116,16 +132,25 @@ class Connection:
             self.mirrors[ref.number] = held
             self.mirror_numbers[id(held)] = ref.number
         else:
-            with torch.no_grad():
-                if held.shape == new.shape and held.dtype == new.dtype and held.device == new.device:
-                    if not held.is_meta:
-                        held.copy_(new)
-                elif ref.number in self.own:            # what the check built keeps what the check made it
-                    raise values.Refused(
-                        f"your code changed a tensor of the check's own model from {list(held.shape)} {held.dtype} to "
-                        f"{list(new.shape)} {new.dtype}: it may change its values, never its shape or type")
-                else:
-                    held.data = new.detach()
+            if ref.number in self.pinned and not self.student_ran and not held.is_meta and (
+                    held.shape != new.shape or held.dtype != new.dtype
+                    or values.tensor_bytes(held) != values.tensor_bytes(new)):
+                raise values.Refused(
+                    f"a {list(held.shape)} parameter of your model no longer holds what the check set it to, though "
+                    "none of your code was called: two parameters that share memory are not tied (tie weights by "
+                    "assigning the Parameter itself, head.weight = token.weight, not its .data), or your module "
+                    "changed it when the check only read it or set its mode")
+            if ref.number not in self.pinned or self.student_ran:   # else the check's values, until the student's
+                with torch.no_grad():                               # code runs
+                    if held.shape == new.shape and held.dtype == new.dtype and held.device == new.device:
+                        if not held.is_meta:
+                            held.copy_(new)
+                    elif ref.number in self.own:            # what the check built keeps what the check made it
+                        raise values.Refused(
+                            f"your code changed a tensor of the check's own model from {list(held.shape)} {held.dtype} "
+                            f"to {list(new.shape)} {new.dtype}: it may change its values, never its shape or type")
+                    else:
+                        held.data = new.detach()
             if held.requires_grad != new.requires_grad:
                 held.requires_grad_(new.requires_grad)
         held.grad = new.grad if held.requires_grad else None
@@ -317,10 +342,15 @@ class StudentObject:
         connection = object.__getattribute__(self, "_connection")
         handle = object.__getattribute__(self, "_handle")
         key = (handle.number, name)
-        if key not in connection.attributes:
-            connection.attributes[key] = connection.wrap(
-                connection.request(op="getattr", target=handle.number, name=name)["value"])
-        return connection.attributes[key]
+        if key in connection.attributes:
+            return connection.attributes[key]
+        reply = connection.request(op="getattr", target=handle.number, name=name)
+        value = connection.wrap(reply["value"])
+        if name in VALUE_FREE and "torch.nn.modules.module.Module" in handle.bases and isinstance(value, StudentObject):
+            connection.table_methods.add(object.__getattribute__(value, "_handle").number)
+        if reply.get("held") is True:          # what the object stores: held until the kernel says it changed
+            connection.attributes[key] = value
+        return value
 
     def __setattr__(self, name: str, value) -> None:
         connection = object.__getattribute__(self, "_connection")
@@ -476,7 +506,8 @@ class StudentNamespace:
 def call(connection: Connection, handle: Handle, args: tuple, kwargs: dict):
     context = connection.call_context()
     grad = context["grad"]
-    reply = connection.request(op="call", target=handle.number, args=args, kwargs=kwargs, **context)
+    reply = connection.request(op="call", target=handle.number, args=args, kwargs=kwargs,
+                               student_code=handle.number not in connection.table_methods, **context)
     arguments = (args, kwargs)
     containers = dict(as_sent(arguments))
     own = {path: value for path, value in containers.items() if isinstance(value, torch.Tensor)}

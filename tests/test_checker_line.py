@@ -1,0 +1,121 @@
+"""The line a check's calls travel on to the student's kernel (autograder/checker/line.py), against a kernel side
+played by a thread: its replies read as lengths before bytes, its limits, its deadline, a kernel that stops
+serving, and a socket the kernel replaced by a link into the grader's file system.
+
+The whole path, a real sandboxed kernel serving it, is graded by every test that grades an assignment; the hostile
+class has a kernel whose line answers with a terabyte's length (tests/attacks.py, MISSHAPEN_REPLIES).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from autograder.checker import line
+
+pytestmark = pytest.mark.quick
+LENGTH = struct.Struct("!Q")
+
+
+def kernel_side(listener: socket.socket, answer) -> threading.Thread:
+    """A stand-in for the kernel's serve_line: `answer(connection, request)` for each request, until closed."""
+    def serve():
+        connection, _ = listener.accept()
+        with connection:
+            while header := connection.recv(LENGTH.size, socket.MSG_WAITALL):
+                (size,) = LENGTH.unpack(header)
+                request = connection.recv(size, socket.MSG_WAITALL) if size else b""
+                if answer(connection, request) is False:
+                    return
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.fixture
+def listening(tmp_path):
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / f"kernel-{line.SUFFIX}"))
+    listener.listen(1)
+    yield str(tmp_path / "kernel"), listener
+    listener.close()
+
+
+def always_serving():
+    return True
+
+
+def test_a_request_gets_its_reply_whatever_its_size(listening):
+    ip, listener = listening
+    kernel_side(listener, lambda connection, request: connection.sendall(LENGTH.pack(len(request) * 2) + request * 2))
+    with_line = line.Line(line.path({"transport": "ipc", "ip": ip}), most_bytes=2**24)
+    for request in (b"", b"x", os.urandom(3 * 2**20)):
+        assert with_line.call(request, time.monotonic() + 10, always_serving) == request * 2
+    with_line.close()
+
+
+def test_a_reply_over_the_limit_is_refused_by_its_length_before_its_bytes_are_read(listening):
+    ip, listener = listening
+    kernel_side(listener, lambda connection, request: connection.sendall(LENGTH.pack(2**40)))
+    with_line = line.Line(line.path({"transport": "ipc", "ip": ip}), most_bytes=2**20)
+    with pytest.raises(ValueError, match="over the limit of 1 MB"):
+        with_line.call(b"request", time.monotonic() + 10, always_serving)
+    with_line.close()
+
+
+def test_a_kernel_that_never_answers_costs_the_deadline_and_no_more(listening):
+    ip, listener = listening
+    kernel_side(listener, lambda connection, request: None)
+    with_line = line.Line(line.path({"transport": "ipc", "ip": ip}), most_bytes=2**20)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        with_line.call(b"request", time.monotonic() + 0.5, always_serving)
+    assert time.monotonic() - started < 2
+    with_line.close()
+
+
+def test_a_kernel_that_stops_serving_or_closes_the_line_is_seen_at_once(listening):
+    ip, listener = listening
+    kernel_side(listener, lambda connection, request: None)
+    with_line = line.Line(line.path({"transport": "ipc", "ip": ip}), most_bytes=2**20)
+    started = time.monotonic()
+    with pytest.raises(line.LineClosed, match="stopped serving"):
+        with_line.call(b"request", time.monotonic() + 30, lambda: False)
+    assert time.monotonic() - started < 2
+    with_line.close()
+
+    kernel_side(listener, lambda connection, request: False)       # closes the connection instead of answering
+    with_line = line.Line(line.path({"transport": "ipc", "ip": ip}), most_bytes=2**20)
+    with pytest.raises(line.LineClosed, match="closed the line"):
+        with_line.call(b"request", time.monotonic() + 30, always_serving)
+    with_line.close()
+
+
+def test_a_socket_the_kernel_replaced_by_a_link_is_not_followed(tmp_path):
+    """Through /proc/PID/root, an absolute link in the kernel's own socket folder would be resolved in the
+    grader's file system: the grader (its relay too) connects only to a socket, never through the kernel's link."""
+    elsewhere = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    elsewhere.bind(str(tmp_path / "graders-own.sock"))
+    elsewhere.listen(1)
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    (sandbox / f"kernel-{line.SUFFIX}").symlink_to(tmp_path / "graders-own.sock")      # planted by the kernel
+    graders = tmp_path / "graders-folder"
+    graders.mkdir()
+    (graders / f"kernel-{line.SUFFIX}").symlink_to(sandbox / f"kernel-{line.SUFFIX}")  # the grader's own link
+    with pytest.raises(ConnectionRefusedError, match="not a socket"):
+        line.Line(line.path({"transport": "ipc", "ip": str(graders / "kernel")}), most_bytes=2**20)
+    elsewhere.close()
+
+
+def test_the_kernel_and_the_grader_name_the_line_alike():
+    """bridge.py (in the kernel, with PyTorch) and line.py (in the grader, without) cannot import each other."""
+    from autograder.checker import bridge
+
+    assert bridge.LINE_SUFFIX == line.SUFFIX and bridge.LENGTH.format == line.LENGTH.format
