@@ -309,5 +309,9 @@ WATCHED_METHODS = ("run_cell", "run_cell_async", "run_ast_nodes", "run_code", "t
                    "execute_request", "should_run_async", "_run_cell", "run_line_magic")
 # Modules the tests import: replacing one in sys.modules is a change.
 WATCHED_MODULES = ("builtins", "sys", "torch", "torch.nn.functional", "numpy", "_course_guard")
+# The checker's bridge in the kernel (checker/bridge.py, tables.py, values.py): what it reports of the student's
+# objects (which parameters a module has, which objects are one) is the kernel's word, which values alone cannot
+# check; a change to these modules, the bridge's class or its instance is flagged.
+BRIDGE_MODULES = ("_course_bridge", "_course_checker_bridge", "_course_checker_tables", "_course_checker_values")
 # The names the assignments' locked setup cells bind, and the modules they must stay.
 NOTEBOOK_NAMES = {"torch": "torch", "F": "torch.nn.functional"}

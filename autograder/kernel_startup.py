@@ -81,6 +81,27 @@ def _install_guard(seed_everything):
             except (ImportError, ValueError, AttributeError):
                 return None
 
+    def contents(namespace) -> list:
+        """A namespace's names and the identity of what each holds (a dict's items too: tables.METHODS)."""
+        found = []
+        for key, value in sorted(_vars(namespace).items() if _type(namespace) is not dict else namespace.items()):
+            found.append((key, _id(value), sorted((k, _id(v)) for k, v in value.items()) if _type(value) is dict
+                          and key.isupper() else None))
+        return found
+
+    def bridge_fingerprint():
+        """The bridge's modules, its class and its instance, as the checker's calls find them."""
+        tokens = []
+        for name in declared.BRIDGE_MODULES:
+            module = sys.modules.get(name)
+            tokens.append((name, _id(module), contents(module) if module is not None else None))
+        served = _getattr(sys.modules.get("_course_bridge"), "serve_line", None)
+        bridge = _getattr(_getattr(served, "func", None), "__self__", None)
+        if bridge is not None:
+            tokens.append(("instance", _id(_type(bridge)), contents(_type(bridge)),
+                           sorted((key, _id(value) if callable(value) else None) for key, value in _vars(bridge).items())))
+        return tokens
+
     for label, names in declared.WATCHED.items():
         owner = owner_of(label)
         for name in names if owner is not None else ():
@@ -114,6 +135,7 @@ def _install_guard(seed_everything):
         ("IPYKERNEL_CELL_NAME", lambda: os.environ.get("IPYKERNEL_CELL_NAME")),
         ("sys.modules", lambda: [(n, _id(sys.modules.get(n))) for n in declared.WATCHED_MODULES]),
         ("the guard", lambda: (_id(sys.modules.get("_course_guard")), _id(_getattr(sys.modules.get("_course_guard"), "report", None)))),
+        ("the checker's bridge", bridge_fingerprint),
     ]
     modules = {}          # the notebook's names the locked setup cells bind -> the module each must stay
     for name, module in declared.NOTEBOOK_NAMES.items():
@@ -254,6 +276,7 @@ def _install_bridge():
     arrive on a socket of their own beside the kernel's (checker/line.py), served by `_course_bridge.serve_line`,
     which the grader runs for each check; values go back. Loaded from its files (the grading package is not
     importable in the sandbox); it holds no test and decides nothing."""
+    import functools
     import importlib.util
     import os
     import socket
@@ -277,7 +300,7 @@ def _install_bridge():
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(f"{app.ip}-{sys.modules['_course_checker_bridge'].LINE_SUFFIX}")
         listener.listen(1)
-        served.serve_line = lambda: bridge.serve_line(listener)
+        served.serve_line = functools.partial(bridge.serve_line, listener)
     sys.modules["_course_bridge"] = served
 
 

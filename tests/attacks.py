@@ -400,8 +400,8 @@ for path in found:
 MISSHAPEN_REPLIES = '''
 get_ipython().user_expressions = lambda expressions: ["not", "a", "dict"]
 import socket as _socket, struct as _struct, sys as _sys
-_listener = next(cell.cell_contents for cell in _sys.modules["_course_bridge"].serve_line.__closure__
-                 if isinstance(cell.cell_contents, _socket.socket))
+_listener = next(argument for argument in _sys.modules["_course_bridge"].serve_line.args
+                 if isinstance(argument, _socket.socket))
 def _boast():
     connection, _ = _listener.accept()
     with connection:

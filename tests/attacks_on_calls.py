@@ -7,6 +7,9 @@ wrong answers without the trick. tests/test_checked_references.py grades them; t
 that its replies report other values (atk-07's h05c, which needs the kernel) is held by tests/test_checker_values.py.
 """
 
+import runpy
+from pathlib import Path
+
 # --- h03 -----------------------------------------------------------------------------------------------------------
 # 03-block: three wrong answers, with and without three tricks from the kernel's side.
 #
@@ -278,3 +281,15 @@ PAIRS = {
     "05-training/modes": ("05-training", *pair(MODES_05_HANDINS)),
     "05-training/listing": ("05-training", *pair(LISTING_05_HANDINS)),
 }
+
+
+# --- the fourth round (atk-09): the reviewer's hand-ins as they wrote them, one file each, in handins_round4/ ------
+# hpad: the padding bound read after the calls, from weights the student's code had changed; hcausal: decoy qkv
+# and proj set past nn.Module's tables, read by the causal bound; hsneaky: a parameter table of a dict subclass
+# whose items() hid the weight from the check's randomization; hdrop: dropout on the stream, the eval call
+# answered from memory of the training call.
+ROUND4 = Path(__file__).with_name("handins_round4")
+for _stem in ("hpad", "hcausal", "hsneaky", "hdrop"):
+    _handins = runpy.run_path(str(ROUND4 / f"{_stem}.py"))["HANDINS"]
+    PAIRS[f"03-block/{_stem}"] = ("03-block", *pair({name: cells for name, cells in _handins.items()
+                                                      if name.endswith(("-floor", "-attack"))}))

@@ -447,6 +447,29 @@ def test_setting_a_modules_mode_or_listing_its_parameters_runs_none_of_its_class
     assert torch.equal(tricky.up.weight, torch.full((3, 3), 0.5))
 
 
+HIDDEN_TABLE = '''
+import torch
+from torch import nn
+class Table(dict):                            # PyTorch reads it as a dict; its own items() hides the weight
+    def items(self):
+        return [(key, value) for key, value in dict.items(self) if key != "weight"]
+    def __iter__(self):
+        return iter([key for key in dict.keys(self) if key != "weight"])
+class Hiding(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(3, 3)
+        self.qkv.__dict__["_parameters"] = Table(self.qkv.__dict__["_parameters"])
+'''
+
+
+def test_a_table_of_a_dict_subclass_is_read_as_the_dict_pytorch_holds():
+    """A module whose parameter table is a dict subclass with its own items() would be empty, or short, to a
+    reader that trusts its methods: the check reads it by dict's own, and the hidden weight is drawn too."""
+    hiding = notebook(HIDDEN_TABLE).names(["Hiding"])["Hiding"]()
+    assert [name for name, _ in hiding.named_parameters()] == ["qkv.weight", "qkv.bias"]
+
+
 def test_a_parameter_the_check_wrote_keeps_its_values_until_the_students_code_runs():
     """A kernel's reply may say anything of its parameters (the bridge is the student's to replace): a reply to a
     read that says a parameter the check wrote holds something else is refused (the check fails), and the check

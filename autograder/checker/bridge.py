@@ -65,10 +65,10 @@ def attribute(target, name: str):
     if issubclass(type(target), torch.nn.Module):
         if name in MODULE_METHODS:
             return types.MethodType(tables.METHODS[name], target)
-        own = object.__getattribute__(target, "__dict__")
-        for table in ("_parameters", "_buffers", "_modules"):
-            if name in own.get(table, ()):
-                return own[table][name]
+        for kind in ("_parameters", "_buffers", "_modules"):
+            held_there = tables.table(target, kind)
+            if name in held_there:
+                return held_there[name]
     return getattr(target, name)
 
 
@@ -80,10 +80,10 @@ def stored(target, name: str):
     object's own __dict__, its class's function (inspect.getattr_static); NOT_STORED where only code could say
     (a property, a __getattr__)."""
     if issubclass(type(target), torch.nn.Module):
-        own = object.__getattribute__(target, "__dict__")
-        for table in ("_parameters", "_buffers", "_modules"):
-            if name in own.get(table, ()):
-                return own[table][name]
+        for kind in ("_parameters", "_buffers", "_modules"):
+            held_there = tables.table(target, kind)
+            if name in held_there:
+                return held_there[name]
     try:
         found = inspect.getattr_static(target, name, NOT_STORED)
     except Exception:                     # noqa: BLE001  (an object whose very layout is odd: nothing is held)

@@ -21,8 +21,12 @@ def own(module) -> dict:
 
 
 def table(module, name: str) -> dict:
+    """One of the module's tables as a plain dict, read without its class's code: a dict subclass whose methods
+    say otherwise (an items() that hides a parameter) is read by dict's own, as PyTorch's attribute lookup reads it."""
     found = own(module).get(name)
-    return found if type(found) in (dict, OrderedDict) else {}
+    if type(found) in (dict, OrderedDict):
+        return found
+    return dict(dict.items(found)) if issubclass(type(found), dict) else {}
 
 
 def named_modules(module, memo=None, prefix: str = "", remove_duplicate: bool = True):
