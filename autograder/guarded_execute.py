@@ -202,6 +202,7 @@ class GuardedExecute(Execute):
         self._died_in = None
         self._cell = None
         self._line, self._serving, self._line_failed = None, None, None      # a check's line to the kernel
+        self._lines = 0                          # lines opened so far: each check's token
         self._kernel_id = None
         self._specs = None
         self._deadline = time.monotonic() + value("COURSE_GRADING_NOTEBOOK_TIMEOUT")
@@ -462,12 +463,15 @@ class GuardedExecute(Execute):
             if where is None:
                 raise OSError("no line to the kernel")
             # No larger than the checker's child reads whole (a frame over its limit ends the child).
-            self._line = line.Line(where, min(int(value("COURSE_GRADING_MESSAGE_MB") * 2**20), checker_process.MOST_FRAME))
+            self._lines += 1
+            self._line = line.Line(where, min(int(value("COURSE_GRADING_MESSAGE_MB") * 2**20), checker_process.MOST_FRAME),
+                                   self._lines)
         except OSError as error:
             self._line_failed = f"no line to the kernel: {error.strerror or error}"[:200]
             return
-        self._serving = self.kc.execute("__import__('sys').modules['_course_bridge'].serve_line()", silent=True,
-                                        store_history=False)
+        self._serving = self.kc.execute(
+            f"__import__('sys').modules['_course_bridge'].serve_line({self._line.token.hex()!r})", silent=True,
+            store_history=False)
 
     def serving(self) -> bool:
         """Whether the kernel still runs the execute request serving the line (its reply has not come)."""

@@ -299,7 +299,7 @@ def _install_bridge():
     if app.transport == "ipc":           # in the sandbox: the line's socket beside the kernel's (checker/line.py)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(f"{app.ip}-{sys.modules['_course_checker_bridge'].LINE_SUFFIX}")
-        listener.listen(1)
+        listener.listen(8)
         served.serve_line = functools.partial(bridge.serve_line, listener)
     sys.modules["_course_bridge"] = served
 

@@ -27,6 +27,7 @@ def kernel_side(listener: socket.socket, answer) -> threading.Thread:
     def serve():
         connection, _ = listener.accept()
         with connection:
+            connection.recv(line.TOKEN_BYTES, socket.MSG_WAITALL)           # the check's token
             while header := connection.recv(LENGTH.size, socket.MSG_WAITALL):
                 (size,) = LENGTH.unpack(header)
                 request = connection.recv(size, socket.MSG_WAITALL) if size else b""
@@ -119,3 +120,40 @@ def test_the_kernel_and_the_grader_name_the_line_alike():
     from autograder.checker import bridge
 
     assert bridge.LINE_SUFFIX == line.SUFFIX and bridge.LENGTH.format == line.LENGTH.format
+
+
+def test_a_kernel_that_stops_accepting_fails_the_connection_at_once(listening):
+    """A Unix socket's connect waits, with no limit of its own, while the listener's queue is full: a kernel that
+    never accepts must cost the grader nothing but that check's calls."""
+    ip, listener = listening
+    waiting = []
+    started = time.monotonic()
+    with pytest.raises(OSError):
+        for _ in range(64):                   # the queue (listen(1)) fills; the next connect fails, not waits
+            waiting.append(line.Line(line.path({"transport": "ipc", "ip": ip}), most_bytes=2**20))
+    assert time.monotonic() - started < 2
+    for left in waiting:
+        left.close()
+
+
+def test_the_kernel_serves_only_the_connection_that_opens_with_its_checks_token(tmp_path):
+    """A connection an earlier check left in the queue (its serving never began) is closed unread: the kernel's
+    serve_line (bridge.py) answers only the one whose token its execute request names."""
+    from autograder.checker.bridge import Bridge
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / f"kernel-{line.SUFFIX}"))
+    listener.listen(8)
+    where = line.path({"transport": "ipc", "ip": str(tmp_path / "kernel")})
+    stale, current = line.Line(where, 2**20, number=1), line.Line(where, 2**20, number=2)
+    served = []
+    bridge = Bridge({})
+    bridge.serve = lambda request: served.append(request) or b"reply"
+    thread = threading.Thread(target=bridge.serve_line, args=(listener, current.token.hex()), daemon=True)
+    thread.start()
+    assert current.call(b"request", time.monotonic() + 10, always_serving) == b"reply"
+    current.close()
+    thread.join(10)
+    assert served == [b"request"] and not thread.is_alive()
+    stale.close()
+    listener.close()

@@ -662,14 +662,14 @@ def test_the_kernels_working_folder_holds_no_notebook_and_so_no_hidden_test(host
 def test_a_kernel_that_answers_in_another_shape_loses_its_checks_and_crashes_nothing(hostile):
     """The kernel chooses the shape of its replies to the grader's expressions and what its bridge answers the
     checks' calls: a list where a dict belongs, a terabyte's length, get the checks no answer (the student's loss,
-    with a message that says so), the notebook is graded, and the replaced bridge is flagged."""
+    with a message that says so), the notebook is graded, and it is flagged."""
     assert "misshapen-replies" not in {failure["student"] for failure in HOSTILE_SUMMARY[0]["failed"]}
     assert total(hostile, "misshapen-replies") == (0, POINTS)
     graded = outcome(hostile["misshapen-replies"], "misshapen-replies")
     assert all("did not answer the check" in message for message in graded["shown"].values()), graded["shown"]
-    # What the bridge says of a module (its parameters, which objects are one) is the kernel's word: a replaced
-    # bridge is flagged for the instructor.
-    assert any("the checker's bridge" in flag for flag in graded["flags"]), graded["flags"]
+    # What the bridge and the guard say is the kernel's word: replaced, they are flagged for the instructor (here
+    # the guard's own reply has the wrong shape, so the flag names the guard).
+    assert any(flag.startswith("tampering detected") for flag in graded["flags"]), graded["flags"]
 
 
 def test_what_a_call_can_see_in_the_kernel_holds_nothing_of_the_checks(hostile):

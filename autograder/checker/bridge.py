@@ -206,11 +206,17 @@ class Bridge:
         return [self.objects[number] for number, was in list(self.stamps.items())
                 if number in self.objects and stamp(self.objects[number]) != was]
 
-    def serve_line(self, listener: socket.socket) -> None:
-        """serve() on the grader's line (checker/line.py): one connection a check cell, a request and its reply
-        at a time, each its length and its bytes, until the grader closes it (the check has ended)."""
+    def serve_line(self, listener: socket.socket, token: str) -> None:
+        """serve() on the grader's line (checker/line.py): the connection that opens with this check's token (an
+        older one left waiting, by a check whose serving never began, is closed unread), then a request and its
+        reply at a time, each its length and its bytes, until the grader closes it (the check has ended)."""
         listener.settimeout(LINE_ACCEPT_SECONDS)
-        connection, _ = listener.accept()
+        while True:
+            connection, _ = listener.accept()
+            connection.settimeout(LINE_ACCEPT_SECONDS)
+            if receive_exactly(connection, len(token) // 2) == bytes.fromhex(token):
+                break
+            connection.close()
         with connection:
             connection.settimeout(None)
             while (header := receive_exactly(connection, LENGTH.size)) is not None:

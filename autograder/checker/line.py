@@ -7,7 +7,8 @@ most of a notebook's grading time. So the kernel listens on a socket of its own 
 the sandbox's socket folder, linked into the grader's as they are, sandboxed_kernel.link_sockets), and for each
 check cell the grader connects and asks the kernel, with one execute request, to serve that connection
 (`_course_bridge.serve_line`): a request and its reply at a time, each its length and its bytes, until the grader
-closes it. A call then costs what its own work costs.
+closes it. A call then costs what its own work costs. The connection opens with a token the execute request
+names, so that a connection left waiting by an earlier check (one whose serving never began) is never served.
 
 Nothing from the kernel is trusted here, as nothing on its Jupyter channels is: a reply's length is read before
 its bytes and refused over the grader's message limit, every wait has the cell's deadline, and the socket is
@@ -26,6 +27,7 @@ import time
 
 SUFFIX = "bridge"            # the line's socket: the kernel's connection `ip`, a dash and this (bridge.py's LINE_SUFFIX)
 LENGTH = struct.Struct("!Q")
+TOKEN_BYTES = 8              # the check's token: the execute request names it, the connection opens with it
 TICK = 0.05                  # while a call runs, how often the grader looks whether the kernel still serves the line
 
 
@@ -57,11 +59,19 @@ class Line:
     """One check cell's connection to the kernel's bridge. `serving()` says whether the kernel still runs the
     execute request that serves it (the grader's Jupyter client reads that); `most_bytes` bounds a reply."""
 
-    def __init__(self, where: str, most_bytes: int):
+    def __init__(self, where: str, most_bytes: int, number: int = 0):
         self.most_bytes = most_bytes
+        # The check's number in its notebook: no secret (the kernel is the student's), and the same at a regrade,
+        # since the student's code can see it in the execute request and print it.
+        self.token = number.to_bytes(TOKEN_BYTES, "big")
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Not blocking: a Unix socket's connect waits while the listener's queue is full (a kernel that stopped
+        # accepting), with no time limit of its own; this way it fails at once.
+        self.sock.setblocking(False)
         try:
             connect_unix(self.sock, where)
+            self.sock.setblocking(True)
+            self.sock.sendall(self.token)      # the kernel serves the connection that opens with its check's token
         except OSError:
             self.sock.close()
             raise
