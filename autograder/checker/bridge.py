@@ -58,6 +58,9 @@ def stamp(tensor: torch.Tensor) -> tuple:
 MODULE_METHODS = frozenset(tables.METHODS)
 
 
+NOT_STORED = object()
+
+
 def attribute(target, name: str):
     """An attribute as the check reads it. Of a module: its parameters, buffers and submodules read from its own
     tables and nn.Module's methods bound to it, so no code of the student's class runs (a __getattr__ that zeroes
@@ -65,14 +68,11 @@ def attribute(target, name: str):
     if issubclass(type(target), torch.nn.Module):
         if name in MODULE_METHODS:
             return types.MethodType(tables.METHODS[name], target)
-        for kind in ("_parameters", "_buffers", "_modules"):
-            held_there = tables.table(target, kind)
-            if name in held_there:
-                return held_there[name]
+        found = tables.member(target, name, NOT_STORED)
+        if found is not NOT_STORED:
+            return found
     return getattr(target, name)
 
-
-NOT_STORED = object()
 
 
 def stored(target, name: str):
@@ -80,10 +80,9 @@ def stored(target, name: str):
     object's own __dict__, its class's function (inspect.getattr_static); NOT_STORED where only code could say
     (a property, a __getattr__)."""
     if issubclass(type(target), torch.nn.Module):
-        for kind in ("_parameters", "_buffers", "_modules"):
-            held_there = tables.table(target, kind)
-            if name in held_there:
-                return held_there[name]
+        found = tables.member(target, name, NOT_STORED)
+        if found is not NOT_STORED:
+            return found
     try:
         found = inspect.getattr_static(target, name, NOT_STORED)
     except Exception:                     # noqa: BLE001  (an object whose very layout is odd: nothing is held)

@@ -29,6 +29,16 @@ def table(module, name: str) -> dict:
     return dict(dict.items(found)) if issubclass(type(found), dict) else {}
 
 
+def member(module, name: str, missing=None):
+    """The submodule, parameter or buffer the module's tables hold under `name` (PyTorch's attribute lookup reads
+    them in this order); `missing` where none does."""
+    for kind in ("_parameters", "_buffers", "_modules"):
+        held = table(module, kind)
+        if name in held:
+            return held[name]
+    return missing
+
+
 def named_modules(module, memo=None, prefix: str = "", remove_duplicate: bool = True):
     memo = set() if memo is None else memo
     if remove_duplicate:
