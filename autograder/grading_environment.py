@@ -178,23 +178,30 @@ WARM_IMPORTS = ("torch", "torch.nn", "torch.nn.functional", "numpy", "numpy.rand
                 "ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell", "ipykernel.debugger",
                 "IPython.core.interactiveshell", "IPython.core.debugger", "IPython.core.completerlib",
                 "IPython.extensions.storemagic", "sqlite3", "tornado.platform.asyncio", "tornado.queues")
-# What a notebook's code may import that takes far longer than its cell should: `transformers` (2.4 s of assignment
-# 4's test_forward_matches_reference and of assignment 6's setup cell). A notebook whose code imports one of these
-# packages gets its kernel from a warm parent that has imported the package's modules the course uses too
-# (warm_imports); the others keep the lighter parent, so a grading process that never grades such a notebook never
-# pays the import.
+# What a notebook's code may use that takes far longer than its cell should: `transformers` (2.4 s of assignment
+# 4's test_forward_matches_reference and of assignment 6's setup cell), and PyTorch's optimizers, whose first use
+# imports PyTorch's compiler (torch._dynamo, with SymPy: 1.5 s of assignment 5's kernel and as much of its checker).
+# A notebook whose code imports such a package (or, for the optimizers, names one) gets its kernel from a warm
+# parent that has imported those modules too (warm_imports); the others keep the lighter parent, so a grading process
+# that never grades such a notebook never pays the import (measured: importing the compiler in every parent cost the
+# test suite's 01-only grading runs 45 s more than it saved).
 WARM_PRELOADS = {
     "transformers": ("transformers", "transformers.utils.logging", "transformers.models.gpt2.configuration_gpt2",
                      "transformers.models.gpt2.modeling_gpt2"),
+    "torch.optim": ("torch._dynamo",),
 }
 _IMPORTED_PACKAGE = re.compile(r"^[ \t]*(?:from|import)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
+# What a notebook uses without importing it: an optimizer (`torch.optim.SGD(...)`, `optimizer.step()`).
+_USED = {"torch.optim": re.compile(r"\boptim(?:izer)?\b")}
 
 
 def warm_imports(sources) -> tuple[str, ...]:
     """What the warm parent of a notebook whose code cells are `sources` imports: WARM_IMPORTS, and the WARM_PRELOADS
     of every package a line of the code imports (`import transformers`, `from transformers import ...`, indented
-    in a function too)."""
+    in a function too) or, for the optimizers, that the code names."""
+    sources = list(sources)
     packages = {name for source in sources for name in _IMPORTED_PACKAGE.findall(source)}
+    packages |= {name for name, sign in _USED.items() if any(sign.search(source) for source in sources)}
     return WARM_IMPORTS + tuple(module for package, modules in WARM_PRELOADS.items() if package in packages
                                 for module in modules)
 

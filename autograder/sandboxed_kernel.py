@@ -492,10 +492,13 @@ def die_with_grader() -> None:
 
 
 def kernel_environment() -> dict[str, str]:
-    """The kernel's whole environment: what grading_environment keeps of this process's, and its own folders."""
+    """The kernel's whole environment: what grading_environment keeps of this process's, and its own folders.
+    PyTorch's compiler, imported by a warm parent before any kernel exists and by a cold kernel at its first
+    optimizer, sets its cache folder in the environment and makes it: named here as /tmp, which exists, so that
+    the import changes neither, warm or cold."""
     kept = {key: os.environ[key] for key in grading_environment.KEPT_ENVIRONMENT if key in os.environ}
     return {**kept, "HOME": WORK, "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONNOUSERSITE": "1",
-            "PWD": WORK}        # which bwrap's --chdir sets too
+            "TORCHINDUCTOR_CACHE_DIR": "/tmp", "PWD": WORK}        # PWD: which bwrap's --chdir sets too
 
 
 def sandbox_argv(connection_file: str, connection: dict, courses: list[str]) -> tuple[list[str], list[int]]:

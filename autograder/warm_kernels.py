@@ -3,9 +3,9 @@
 A grading process (nbgrader autograde, a class grader's Dask worker) starts its warm parent when its first
 warm kernel is asked for and keeps it until it exits. The parent is a child of this process that imports
 grading_environment.WARM_IMPORTS once (for the notebooks whose code imports a package of
-grading_environment.WARM_PRELOADS, another that has imported that package too); each kernel is then forked from
-it into a sandbox bubblewrap built for it (sandboxed_kernel.run_warm), instead of a new Python importing PyTorch
-in each sandbox.
+grading_environment.WARM_PRELOADS or makes an optimizer, another that has imported those modules too); each kernel
+is then forked from it into a sandbox bubblewrap built for it (sandboxed_kernel.run_warm), instead of a new Python
+importing PyTorch in each sandbox.
 
 - It gets the kernel's environment (sandboxed_kernel.kernel_environment: never this process's tokens or paths)
   and an empty folder of its own as its working folder, inside a folder only this user can enter, which also
