@@ -12,6 +12,7 @@ the Verdict's (verdict.py), which this executor asks the guard in the kernel for
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import hmac
 import math
@@ -28,7 +29,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, List, Unicode
 
-from autograder import cgroups, grading_environment, warm_kernels
+from autograder import cgroups, grading_environment, kernel_ready, warm_kernels
 from autograder.checker import line
 from autograder.checker import process as checker_process
 from autograder.checker import session as checker_session
@@ -291,10 +292,16 @@ class GuardedExecute(Execute):
         context.setsockopt(zmq.MAXMSGSIZE, int(value("COURSE_GRADING_MESSAGE_MB") * 2**20))
         context.setsockopt(zmq.RCVHWM, self.receive_queue)
         # nbclient asks the kernel manager for a client without arguments; the manager's own client() takes
-        # connection overrides, which send this one through the relay.
+        # connection overrides, which send this one through the relay. It waits for the kernel without
+        # jupyter_client's idle 0.2 s at the end (kernel_ready.py).
         client_of_manager = self.km.client
-        self.km.client = lambda **kwargs: client_of_manager(**{**self._relay.client_connection,
-                                                               "context": context, **kwargs})
+
+        def client(**kwargs):
+            made = client_of_manager(**{**self._relay.client_connection, "context": context, **kwargs})
+            made.wait_for_ready = functools.partial(kernel_ready.wait_for_ready, made)
+            return made
+
+        self.km.client = client
         client = await super().async_start_new_kernel_client()
         self._kernel_id = Path(self.km.connection_file).stem
         return client
