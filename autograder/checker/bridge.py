@@ -476,8 +476,18 @@ class Bridge:
                  if grad is not None and output.requires_grad]
         for tensor in inputs:
             tensor.grad = None
+        for output, grad in pairs:
+            if grad.shape != output.shape:      # what backward(outputs, grads) refuses, said as it says it
+                raise RuntimeError(f"Mismatch in shape: grad_output has a shape of {grad.shape} and output has a "
+                                   f"shape of {output.shape}")
         if pairs:
-            torch.autograd.backward([output for output, _ in pairs], [grad for _, grad in pairs])
+            # One scalar's backward, the sum of each output times its gradient: each output gets exactly its
+            # gradient (1 times it), as backward(outputs, grads) gives, without what PyTorch imports the first time
+            # a gradient is given explicitly (SymPy: 0.4 s of every notebook whose checks take a backward). The
+            # products are recorded whatever grad mode the caller left on (the fast path's checker shares this one).
+            with torch.enable_grad():
+                total = sum((output * grad).sum() for output, grad in pairs)
+            torch.autograd.backward(total)
         return {"grads": [tensor.grad for tensor in inputs]}
 
     def op_release(self, message) -> dict:
