@@ -293,3 +293,15 @@ for _stem in ("hpad", "hcausal", "hsneaky", "hdrop"):
     _handins = runpy.run_path(str(ROUND4 / f"{_stem}.py"))["HANDINS"]
     PAIRS[f"03-block/{_stem}"] = ("03-block", *pair({name: cells for name, cells in _handins.items()
                                                       if name.endswith(("-floor", "-attack"))}))
+
+
+# --- the fifth round (atk-10): a weight or a layer kept out of nn.Module's tables, in handins_round5/ -----------------
+# hunreg: qkv's weight moved from its parameter table into the instance's __dict__, value rows zero; hunreg_module:
+# the whole qkv set with object.__setattr__. Either escaped the check's randomization (which walks the tables) while
+# the reference read it by attribute: every value the bias's constant, any attention matched. The reference now reads
+# its weights through the tables (get_parameter).
+ROUND5 = Path(__file__).with_name("handins_round5")
+for _stem in ("hunreg", "hunreg_module"):
+    _handins = runpy.run_path(str(ROUND5 / f"{_stem}.py"))["HANDINS"]
+    PAIRS[f"03-block/{_stem}"] = ("03-block", *pair({name: cells for name, cells in _handins.items()
+                                                      if name.endswith(("-floor", "-attack"))}))
