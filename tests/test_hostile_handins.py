@@ -18,7 +18,6 @@ import sys
 import threading
 import os
 import time
-import tracemalloc
 from pathlib import Path
 
 import nbformat
@@ -60,6 +59,53 @@ def sparse(path: Path, size: int) -> None:
 
 def release_bytes() -> bytes:
     return COURSE.release_notebook(A).read_bytes()
+
+
+# --- memory, measured where nothing else runs ------------------------------------------------------------------------
+
+# tracemalloc counts every thread's allocations, and in a full run the session's background threads (the lessons,
+# the catalog's fast path) allocate while a test runs (6.2 MB once, against a 1 MB bound). So each measured call
+# runs in a fresh Python, with this module imported first, so that imports are not what is measured.
+MEASURE = """
+import json, sys, tracemalloc
+import autograder.grading_kit, autograder.intake      # loaded before, as in the grader
+import tests.test_hostile_handins as here
+function, arguments, warm_up = getattr(here, sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
+if warm_up is not None:
+    function(warm_up)
+tracemalloc.start()
+result = function(*arguments)
+peak = tracemalloc.get_traced_memory()[1]
+tracemalloc.stop()
+print(json.dumps([peak, result]))
+"""
+
+
+def peak_allocation(function, *arguments, warm_up=None) -> tuple[int, list]:
+    """(The peak of what `function(*arguments)` allocated, its result as JSON gives it back), in a fresh Python;
+    `warm_up`: an argument it is called with once before, unmeasured. `function` is one of this module's."""
+    run = subprocess.run([sys.executable, "-c", MEASURE, function.__name__, json.dumps(arguments),
+                          json.dumps(warm_up)], cwd=COURSE.root, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    peak, result = json.loads(run.stdout.splitlines()[-1])
+    return peak, result
+
+
+def pack(root: str) -> tuple[list[str], dict[str, int]]:
+    """What the class grader's packer sends of the student's hand-in, and what it leaves out."""
+    from autograder.grading_kit import handed_in_files
+
+    files, not_sent = handed_in_files(Course(Path(root)), A, "student")
+    return sorted(files), not_sent
+
+
+def export(path: str) -> tuple[str | None, float]:
+    """Why the course's exporter refused the notebook at `path` (None: it did not), and the seconds it took."""
+    from autograder.intake import REFUSED_NOTEBOOK, BoundedNotebookExporter
+
+    started = time.monotonic()
+    _, resources = BoundedNotebookExporter().from_filename(path, resources={"nbgrader": {}})
+    return resources["nbgrader"].get(REFUSED_NOTEBOOK), time.monotonic() - started
 
 
 # --- the bounded readers ------------------------------------------------------------------------------------
@@ -128,14 +174,7 @@ def test_the_packer_reads_nothing_over_its_cap(tmp_path):
     folder = hand_in(course, "student", {"timestamp.txt": b"2026-12-03 10:15:42.123456 UTC"})
     sparse(folder / NOTEBOOK, BIG)
     sparse(folder / handins.SECRET, BIG)
-    from autograder.grading_kit import handed_in_files
-
-    tracemalloc.start()
-    try:
-        files, not_sent = handed_in_files(course, A, "student")
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    peak, (files, not_sent) = peak_allocation(pack, str(course.root))
     assert sorted(files) == ["timestamp.txt"] and not_sent == {NOTEBOOK: BIG, handins.SECRET: BIG}
     assert peak < 2**20, f"packing a hostile hand-in allocated {peak / 2**20:.1f} MB"
     found = handins.survey(folder, course.path("release", ".", A))
@@ -143,8 +182,8 @@ def test_the_packer_reads_nothing_over_its_cap(tmp_path):
     # A file that grows past its cap between the listing and the read is refused, not read whole.
     (folder / NOTEBOOK).write_bytes(release_bytes())
     (folder / handins.SECRET).write_text("ab" * 64)
-    files, not_sent = handed_in_files(course, A, "student")
-    assert sorted(files) == sorted([NOTEBOOK, handins.SECRET, "timestamp.txt"]) and not_sent == {}
+    files, not_sent = pack(str(course.root))
+    assert files == sorted([NOTEBOOK, handins.SECRET, "timestamp.txt"]) and not_sent == {}
     path = folder / handins.SECRET
     listed = bounded.size_of(path)
     path.write_bytes(b"x" * 4096)                    # it grew after the listing the packer read
@@ -168,16 +207,10 @@ def test_a_notebook_of_many_small_objects_is_refused_before_it_is_parsed(tmp_pat
     assert len(text) < bounded.notebook_limit()
     path = tmp_path / NOTEBOOK
     path.write_text(text)
-    tracemalloc.start()
-    try:
-        started = time.monotonic()
-        _, resources = BoundedNotebookExporter().from_filename(str(path), resources={"nbgrader": {}})
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert "more than 20,000 objects and arrays" in resources["nbgrader"][REFUSED_NOTEBOOK]
+    peak, (refused, seconds) = peak_allocation(export, str(path))
+    assert "more than 20,000 objects and arrays" in refused
     assert peak < 64 * 2**20, f"refusing it allocated {peak / 2**20:.0f} MB"
-    assert time.monotonic() - started < 10
+    assert seconds < 10
     with pytest.raises(bounded.Refused, match="more than 20,000"):       # the class grader's reader too
         bounded.parse_json(text.encode(), bounded.notebook_limit())
     # Brackets inside strings are text, not structure; every honest notebook of the course is far below.
@@ -197,13 +230,8 @@ def test_the_exporter_never_opens_an_oversized_notebook(tmp_path):
     assert REFUSED_NOTEBOOK not in resources["nbgrader"] and nbformat.reads(output, as_version=4).cells
     path.unlink()
     sparse(path, BIG)
-    tracemalloc.start()
-    try:
-        _, resources = exporter.from_filename(str(path), resources={"nbgrader": {}})
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert "the notebook is 40.0 MB, over the limit of 5 MB" in resources["nbgrader"][REFUSED_NOTEBOOK]
+    peak, (refused, _) = peak_allocation(export, str(path), warm_up=str(COURSE.release_notebook(A)))
+    assert "the notebook is 40.0 MB, over the limit of 5 MB" in refused
     assert peak < 2**20, f"the exporter allocated {peak / 2**20:.1f} MB for a notebook it refused"
     path.unlink()
     path.symlink_to("/dev/zero")
