@@ -222,7 +222,7 @@ def main(control_fd: int, imports: list[str]) -> None:
         except InterruptedError:
             continue
         if not message:                                  # the grader closed the control socket
-            return
+            os._exit(0)                                  # no teardown: nothing to flush (0.7 s of PyTorch's)
         if len(fds) != 1:
             for fd in fds:
                 os.close(fd)
