@@ -11,6 +11,7 @@ through read_folder and write_folder, which refuse to write outside their folder
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
@@ -20,7 +21,7 @@ import warnings
 import pytest
 
 from autograder.course import CONFIGURATION_FILES, SECRET_FILE
-from autograder.course import Course
+from autograder.course import Course, venv_on_path
 from autograder.grading_kit import KIT_GRADEBOOK, build_kit, handed_in_files, read_folder, unpack_kit, write_folder
 from autograder.handins import REFUSED_TIMESTAMP
 
@@ -120,6 +121,30 @@ def test_the_kit_holds_the_configuration_the_assignment_and_its_definitions_but_
         assert gradebook.students == []
         with pytest.raises(MissingEntry):
             gradebook.find_submission(ASSIGNMENT, "alice")
+
+
+def test_the_kits_empty_gradebook_is_the_one_nbgrader_makes(tmp_path, monkeypatch):
+    """The kit's gradebook is stamped from nbgrader's migration scripts in this process, not by the `alembic`
+    command nbgrader runs: the same head, the same tables and columns as a gradebook nbgrader makes itself."""
+    import sqlite3
+
+    from nbgrader.api import Gradebook
+
+    from autograder.grading_kit import empty_gradebook
+
+    monkeypatch.undo()                                   # nbgrader's own stamp, by its subprocess, for the reference
+    with venv_on_path(), Gradebook(f"sqlite:///{tmp_path / 'nbgraders.db'}", "stamped-course"):
+        pass
+    (tmp_path / "ours.db").write_bytes(empty_gradebook("stamped-course"))
+
+    def contents(path):
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            tables = sorted(db.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"))
+            return tables, db.execute("SELECT * FROM alembic_version").fetchall(), db.execute(
+                "SELECT * FROM course").fetchall()
+
+    ours, theirs = contents(tmp_path / "ours.db"), contents(tmp_path / "nbgraders.db")
+    assert ours == theirs and len(ours[1]) == 1 and ours[2] == [("stamped-course",)]
 
 
 def test_an_assignment_not_packed_is_left_out(kit_course):
