@@ -50,6 +50,7 @@ class Outcome:
     error: str = ""
     timestamp: object = None      # the submission's time (a datetime) as nbgrader read it, or None
     autograded: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+    stages: dict[str, float] = field(default_factory=dict)   # where `seconds` went (guarded_execute.LAST_TIMES)
 
     def summary(self) -> dict:
         """The outcome in the run's summary: everything but the time and files, which go to the course."""
@@ -145,7 +146,9 @@ def _grade(root: Path, assignment, student, files, timeout, not_sent=None) -> Ou
     from nbgrader.utils import rmtree, temp_attrs
 
     from autograder.bounded import notebook_limit
+    from autograder.guarded_execute import LAST_TIMES
 
+    LAST_TIMES.clear()                     # a notebook refused at intake runs nothing
     started = time.perf_counter()
     app = load_app(root)
     # This kit's limits (a worker may have loaded another course's configuration since).
@@ -194,4 +197,5 @@ def _grade(root: Path, assignment, student, files, timeout, not_sent=None) -> Ou
     timestamp = coursedir.get_existing_timestamp(str(submitted))
     graded = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
     autograded = read_folder(graded) if not error and graded.is_dir() else {}
-    return Outcome(assignment, student, not error, seconds, worker_name(), error, timestamp, autograded)
+    stages = {name: round(time_s, 3) for name, time_s in LAST_TIMES.items()}
+    return Outcome(assignment, student, not error, seconds, worker_name(), error, timestamp, autograded, stages)

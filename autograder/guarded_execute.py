@@ -44,6 +44,10 @@ from autograder.verdict import Verdict
 from autograder.withhold import hidden_lines
 
 HERE = Path(__file__).resolve().parent
+# Where the last notebook this process graded spent its time, in seconds: starting its kernel (a warm parent's
+# start included), starting its checker (the same), its cells (the checks in the checker included) and the whole
+# execution; the class grader's summary reports it per notebook, and `make bench` takes the grader's own share from it.
+LAST_TIMES: dict[str, float] = {}
 
 
 def no_answer(message: str) -> bytes:
@@ -196,6 +200,9 @@ class GuardedExecute(Execute):
     # --- the notebook -------------------------------------------------------------------------------
 
     def preprocess(self, nb, resources, km=None):
+        started = time.perf_counter()
+        LAST_TIMES.clear()
+        LAST_TIMES.update(kernel_start_s=0.0, checker_start_s=0.0, cells_s=0.0)
         # The limits as this run's whole configuration sets them (a command line's --Limits.memory_gb=8 too).
         grading_environment.use_limits(Limits(parent=self).configured())
         self._sockets = None
@@ -245,6 +252,8 @@ class GuardedExecute(Execute):
             # Shutting down a kernel that already died may fail; the notebook is complete regardless.
         finally:
             if self._checker is not None:
+                LAST_TIMES["checker_start_s"] = self._checker.start_seconds      # spent inside a cell: not the cells'
+                LAST_TIMES["cells_s"] -= self._checker.start_seconds
                 self._checker.close()
                 self._checker = None
             self.release_cgroup(resources)
@@ -264,6 +273,7 @@ class GuardedExecute(Execute):
                 add_flag(resources, f"timeout in {grade_id(cell) or 'an ungraded cell'}")
         if self._died_in:
             add_flag(resources, f"kernel died in {self._died_in}")
+        LAST_TIMES["execute_s"] = time.perf_counter() - started
         return nb, resources
 
     def create_kernel_manager(self):
@@ -279,6 +289,13 @@ class GuardedExecute(Execute):
             kernel_name=grading_environment.KERNEL_NAME, kernel_spec_manager=specs,
             transport="ipc", ip=str(Path(self._sockets) / "kernel"), config=self.config)
         return self.km
+
+    async def async_start_new_kernel(self, **kwargs):
+        started = time.perf_counter()            # the warm parent's start, on a process's first notebook, included
+        await super().async_start_new_kernel(**kwargs)
+        LAST_TIMES["kernel_start_s"] = LAST_TIMES.get("kernel_start_s", 0.0) + time.perf_counter() - started
+
+    start_new_kernel = run_sync(async_start_new_kernel)
 
     async def async_start_new_kernel_client(self):
         """The client talks to the kernel through the relay that bounds every message (kernel_relay.py), on
@@ -302,7 +319,9 @@ class GuardedExecute(Execute):
             return made
 
         self.km.client = client
+        started = time.perf_counter()
         client = await super().async_start_new_kernel_client()
+        LAST_TIMES["kernel_start_s"] = LAST_TIMES.get("kernel_start_s", 0.0) + time.perf_counter() - started
         self._kernel_id = Path(self.km.connection_file).stem
         return client
 
@@ -355,7 +374,9 @@ class GuardedExecute(Execute):
     # --- one cell -----------------------------------------------------------------------------------
 
     def preprocess_cell(self, cell, resources, index):
+        started = time.perf_counter()
         cell, resources = self.run_cell_guarded(cell, resources, index)
+        LAST_TIMES["cells_s"] = LAST_TIMES.get("cells_s", 0.0) + time.perf_counter() - started
         if cell.cell_type == "code":
             # Execution counts come from the kernel: one that is not a number (a string of markup, say) would be
             # written unescaped into pages as the cell's prompt, or fail the notebook's validation.

@@ -243,30 +243,22 @@ def score_mix(course: Path) -> dict:
     return {"submissions": len(rows), "full_marks": full, "zero": zero, "partial": len(rows) - full - zero}
 
 
-def cell_seconds(notebook: Path) -> float:
-    """Time the notebook's cells took in the kernel (nbclient's execution timestamps)."""
-    from datetime import datetime
-
-    total = 0.0
-    for cell in json.loads(notebook.read_text()).get("cells", []):
-        stamps = cell.get("metadata", {}).get("execution", {})
-        if "iopub.execute_input" in stamps and "shell.execute_reply" in stamps:
-            start, end = (datetime.fromisoformat(stamps[key].replace("Z", "+00:00"))
-                          for key in ("iopub.execute_input", "shell.execute_reply"))
-            total += (end - start).total_seconds()
-    return total
-
-
-def per_assignment(course: Path, summary: dict) -> dict:
-    """Per assignment: mean time to grade one submission in a worker, and how much of it the cells took
-    (the rest is the kernel's start-up, nbgrader's processing and the gradebook)."""
+def per_assignment(summary: dict) -> dict:
+    """Per assignment, the mean over its notebooks of where a worker's time went, as the class grader's summary
+    gives it for each notebook (guarded_execute.LAST_TIMES): the whole notebook, its kernel's start, its cells (the
+    checks in the checker included: the checks run there, not as cells in the kernel) and the grader's own share,
+    everything but the cells (the kernel's start, nbgrader's passes, the sanitizer, writing)."""
     rows = {}
     for assignment in COURSE.assignments():
-        units = [r for r in summary["results"] if r["assignment"] == assignment]
-        cells = [cell_seconds(path) for path in (course / "autograder" / "autograded").glob(f"*/{assignment}/*.ipynb")]
-        if units and cells:
-            rows[assignment] = {"mean_grade_s": round(sum(r["seconds"] for r in units) / len(units), 3),
-                                "mean_cells_s": round(sum(cells) / len(cells), 3)}
+        units = [r for r in summary["results"] if r["assignment"] == assignment and r.get("stages", {}).get("execute_s")]
+        if units:
+            def mean(values) -> float:
+                return round(sum(values) / len(values), 3)
+
+            rows[assignment] = {"mean_grade_s": mean([r["seconds"] for r in units]),
+                                "mean_cells_s": mean([r["stages"]["cells_s"] for r in units]),
+                                "mean_kernel_start_s": mean([r["stages"]["kernel_start_s"] for r in units]),
+                                "mean_own_s": mean([r["seconds"] - r["stages"]["cells_s"] for r in units])}
     return rows
 
 
@@ -327,7 +319,7 @@ def klass(size: int, workers: int | None, skip_stock: bool) -> dict:
     result["ours_rerun"]["graded"] = rerun["graded"]
     result["ours_rerun"]["skipped"] = rerun["skipped"]
     result["score_mix"] = score_mix(courses["ours"])
-    result["per_assignment"] = per_assignment(courses["ours"], summary)
+    result["per_assignment"] = per_assignment(summary)
     if not skip_stock:
         with timed(result, "feedback_both"):
             for course in courses.values():

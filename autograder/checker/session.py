@@ -147,6 +147,7 @@ class Session:
         self.connection: socket.socket | None = None
         self.pid: int | None = None
         self.cells: list[tuple[str, str, str]] = []      # the given cells run so far, replayed in a new child
+        self.start_seconds = 0.0                          # spent waiting for the parent and a child (make bench)
 
     def prepare(self) -> None:
         """Start the checker parent this session needs, if none runs, in the background: its imports (seconds)
@@ -170,7 +171,9 @@ class Session:
     def run(self, kind: str, name: str, source: str, bridge, timeout: float) -> dict:
         """Run one cell in the checker; its bridge requests go to `bridge(bytes) -> bytes`."""
         if self.connection is None:
+            started = time.perf_counter()
             self.start()
+            self.start_seconds += time.perf_counter() - started
             for replayed in self.cells:
                 self._run(*replayed, bridge, timeout)
         if kind == "given":
