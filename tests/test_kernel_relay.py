@@ -72,16 +72,16 @@ def test_counting_a_message_is_linear_whatever_its_quotes():
     """Strings are stripped in one pass: an unterminated string, or quotes and escapes alone, never make the
     relay search again from every later quote."""
     for payload in (b'"\\"' * 2_000_000, b'"' * 6_000_000, b'"\\' * 3_000_000):
-        started = time.process_time()
+        started = time.thread_time()                    # this thread's: the session's background threads run too
         assert json_values([STRINGS.sub(b"", payload)]) <= 1
-        assert time.process_time() - started < 2.0      # about 0.4 CPU-s measured for 6 MB; quadratic: hours
+        assert time.thread_time() - started < 2.0       # about 0.4 CPU-s measured for 6 MB; quadratic: hours
 
 
 def test_an_honest_print_flood_streams_through_at_memory_speed():
     """The count costs little per byte of an honest message: a print flood's 40 messages of 1 MB pass in well
     under the cell's time (a character-by-character count took 8 s and stopped the kernel's replies)."""
     flood = message({"name": "stdout", "text": ("y" * 1023 + "\n") * 1024})
-    started = time.process_time()
+    started = time.thread_time()                        # this thread's: the session's background threads run too
     out, dropped = relay(*[flood] * 40, read=2**20)
     assert (len(out), dropped) == (40 * len(flood), 0)
-    assert time.process_time() - started < 2.0          # about 0.3 CPU-s measured
+    assert time.thread_time() - started < 2.0           # about 0.3 CPU-s measured
