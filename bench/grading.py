@@ -255,10 +255,15 @@ def per_assignment(summary: dict) -> dict:
             def mean(values) -> float:
                 return round(sum(values) / len(values), 3)
 
+            own = [r["seconds"] - r["stages"]["cells_s"] for r in units]
             rows[assignment] = {"mean_grade_s": mean([r["seconds"] for r in units]),
                                 "mean_cells_s": mean([r["stages"]["cells_s"] for r in units]),
                                 "mean_kernel_start_s": mean([r["stages"]["kernel_start_s"] for r in units]),
-                                "mean_own_s": mean([r["seconds"] - r["stages"]["cells_s"] for r in units])}
+                                "mean_checker_start_s": mean([r["stages"].get("checker_start_s", 0.0) for r in units]),
+                                "mean_own_s": mean(own),
+                                # A notebook whose worker had its parents running already: the share every
+                                # notebook pays, without the parents' start, which a worker pays once.
+                                "least_own_s": round(min(own), 3)}
     return rows
 
 
