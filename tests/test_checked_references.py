@@ -6,6 +6,8 @@ path, which runs the same checker and bridge as both front doors."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from tests import attacks_on_calls, attacks_on_references
@@ -15,17 +17,32 @@ CASES = {**{assignment: (assignment, floor, attack) for assignment, (floor, atta
          **attacks_on_calls.PAIRS}
 
 
-@pytest.mark.parametrize("assignment", sorted({assignment for assignment, _, _ in CASES.values()}))
-def test_a_trick_on_the_checks_order_earns_only_its_floor(course, assignment):
-    """Every pair of the assignment graded in one batch (the fast path's start is paid once)."""
-    cases = {case: (floor, attack) for case, (of, floor, attack) in CASES.items() if of == assignment}
-    submissions = [grading.Submission(f"{case.replace('/', '--')}--{kind}", assignment,
-                                      grading.submission_from_release(assignment, cells))
-                   for case, (floor, attack) in cases.items() for kind, cells in (("floor", floor), ("attack", attack))]
-    graded = mutation_grading.grade_known(assignment, submissions, workers=2, course=course)
-    for case in cases:
-        floor_scores, _ = graded[f"{case.replace('/', '--')}--floor"]
-        attack_scores, _ = graded[f"{case.replace('/', '--')}--attack"]
+ASSIGNMENTS = sorted({assignment for assignment, _, _ in CASES.values()})
+
+
+def submissions(assignment: str) -> list[grading.Submission]:
+    return [grading.Submission(f"{case.replace('/', '--')}--{kind}", assignment,
+                               grading.submission_from_release(assignment, cells))
+            for case, (of, floor, attack) in CASES.items() if of == assignment
+            for kind, cells in (("floor", floor), ("attack", attack))]
+
+
+@pytest.fixture(scope="module")
+def graded_pairs(course) -> dict[str, dict]:
+    """Every assignment's pairs, each assignment in one fast-path process, the processes side by side: each spends
+    its first seconds importing and preparing on one core, which the others' grading fills."""
+    with ThreadPoolExecutor(max_workers=len(ASSIGNMENTS)) as pool:
+        batches = {assignment: pool.submit(mutation_grading.grade_known, assignment, submissions(assignment),
+                                           workers=1, course=course) for assignment in ASSIGNMENTS}
+        return {assignment: batch.result() for assignment, batch in batches.items()}
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_a_trick_on_the_checks_order_earns_only_its_floor(graded_pairs, assignment):
+    """Every pair of the assignment: the attack earns no point its floor does not."""
+    for case in (case for case, (of, _, _) in CASES.items() if of == assignment):
+        floor_scores, _ = graded_pairs[assignment][f"{case.replace('/', '--')}--floor"]
+        attack_scores, _ = graded_pairs[assignment][f"{case.replace('/', '--')}--attack"]
         assert sum(score for score, _ in attack_scores.values()) <= sum(score for score, _ in floor_scores.values()), case
         assert {cell: score for cell, (score, _) in attack_scores.items() if score} == \
             {cell: score for cell, (score, _) in floor_scores.items() if score}, case
