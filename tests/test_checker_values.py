@@ -387,28 +387,78 @@ class Sneaky(nn.Module):
     def __init__(self):
         super().__init__()
         self.up = nn.Linear(3, 3)
+    def parameters(self, recurse=True):       # hides its layer from whoever iterates it
+        return iter(())
+class Answering(Sneaky):
     def __getattr__(self, name):              # runs on every read of a submodule or parameter, in plain Python
         value = super().__getattr__(name)
         with torch.no_grad():
             for p in super().parameters():
                 p.zero_()
         return value
-    def parameters(self, recurse=True):       # hides its layer from whoever iterates it
-        return iter(())
 '''
 
 
 def test_a_students_module_is_read_as_pytorch_holds_it_running_none_of_its_classs_code():
     """A check reads a module's submodules and parameters from its own tables, and its parameters() and the like
-    are nn.Module's: a class that zeroes its weights when they are read, or hides them from parameters(), changes
-    nothing of what the check sees."""
-    sneaky = notebook(SNEAKY).names(["Sneaky"])["Sneaky"]()
+    are nn.Module's: a class that hides its weights from parameters() changes nothing of what the check sees. A
+    class whose own code answers its attributes (a __getattr__ that zeroes the weights as they are read, or hands
+    the forward another layer than the one the check drew) is refused, by name, at the first read."""
+    made = notebook(SNEAKY).names(["Sneaky", "Answering"])
+    sneaky = made["Sneaky"]()
     weight = sneaky.up.weight
     assert weight.abs().sum() > 0 and len(list(sneaky.parameters())) == 2
     with torch.no_grad():
         for p in sneaky.parameters():
             p.fill_(0.5)
     assert torch.equal(sneaky.up.weight, torch.full((3, 3), 0.5))
+    answering = made["Answering"]()
+    with pytest.raises(TypeError, match="your Answering overrides __getattr__"):
+        answering.up
+
+
+OUTSIDE_THE_TABLES = '''
+import torch
+from torch import nn
+class Unregistered(nn.Module):                # up's weight moved out of its table: randomization never draws it
+    def __init__(self):
+        super().__init__()
+        self.heads = 4
+        self.up = nn.Linear(3, 3)
+        self.up.__dict__["weight"] = self.up._parameters.pop("weight").detach() * 0.001
+        self.blocks = [nn.Linear(3, 3)]       # a plain list: PyTorch registers none of it
+class Shadowed(nn.Module):                    # registered, and another layer in __dict__ that self.up reads
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(3, 3)
+        self.__dict__["up"] = nn.Linear(3, 3)
+class Classy(nn.Module):                      # a class attribute of a table's name is found before the table
+    up = nn.Linear(3, 3)
+    def __init__(self):
+        super().__init__()
+        self._modules["up"] = nn.Linear(3, 3)  # add_module would refuse the name
+'''
+
+
+def test_a_weight_or_a_layer_past_the_modules_tables_is_refused_by_name():
+    """What a module keeps outside PyTorch's tables (a weight moved into __dict__, layers in a plain list) is never
+    drawn by a check that walks its parameters, so the check may not read it either; a name held both in a table
+    and where Python's lookup finds it first is refused at any read of that module, so the forward cannot compute
+    with another layer than the one the check drew. Plain values are read as they are."""
+    made = notebook(OUTSIDE_THE_TABLES).names(["Unregistered", "Shadowed", "Classy"])
+    unregistered = made["Unregistered"]()
+    assert unregistered.heads == 4 and unregistered.up.bias.shape == (3,)
+    with pytest.raises(AttributeError, match="your Linear's `weight` is a tensor or a layer the module does not register"):
+        unregistered.up.weight
+    assert getattr(unregistered.up, "weight", None) is None
+    with pytest.raises(AttributeError, match="your Unregistered's `blocks`"):
+        unregistered.blocks
+    for name, where in (("Shadowed", "its __dict__"), ("Classy", r"its class \(Classy\.up\)")):
+        module = made[name]()
+        with pytest.raises(TypeError, match=f"your {name} holds `up` twice, in PyTorch's table of its modules and in {where}"):
+            module.up
+        with pytest.raises(TypeError, match=f"your {name} holds `up` twice"):
+            list(module.named_parameters())
 
 
 MODE_TRICKS = '''

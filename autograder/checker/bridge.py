@@ -64,13 +64,25 @@ NOT_STORED = object()
 def attribute(target, name: str):
     """An attribute as the check reads it. Of a module: its parameters, buffers and submodules read from its own
     tables and nn.Module's methods bound to it, so no code of the student's class runs (a __getattr__ that zeroes
-    the weights as the check reads them); anything else as Python reads it."""
+    the weights as the check reads them), from a module whose own attributes are what its tables hold
+    (tables.refuse_shadows); never a tensor or a layer it keeps outside them, which a check's randomization,
+    walking the tables, would never draw. Anything else as Python reads it."""
     if issubclass(type(target), torch.nn.Module):
         if name in MODULE_METHODS:
             return types.MethodType(tables.METHODS[name], target)
         found = tables.member(target, name, NOT_STORED)
         if found is not NOT_STORED:
             return found
+        if name in tables.TABLES:
+            return tables.table(target, name)
+        value = getattr(target, name)
+        if tables.unregistered(value):
+            raise AttributeError(
+                f"your {type(target).__name__}'s `{name}` is a tensor or a layer the module does not register (it "
+                "is not among its parameters, buffers or submodules): the checks read a module as PyTorch holds "
+                f"it. Assign layers and nn.Parameters as plain attributes in __init__ (self.{name} = ...), so that "
+                "PyTorch registers them.")
+        return value
     return getattr(target, name)
 
 

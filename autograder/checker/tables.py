@@ -11,6 +11,7 @@ They follow PyTorch 2's semantics for the arguments a check passes; hooks are no
 
 from __future__ import annotations
 
+import inspect
 from collections import OrderedDict
 
 import torch
@@ -20,13 +21,61 @@ def own(module) -> dict:
     return object.__getattribute__(module, "__dict__")
 
 
-def table(module, name: str) -> dict:
+TABLES = ("_parameters", "_buffers", "_modules")
+
+
+def raw_table(module, name: str) -> dict:
     """One of the module's tables as a plain dict, read without its class's code: a dict subclass whose methods
     say otherwise (an items() that hides a parameter) is read by dict's own, as PyTorch's attribute lookup reads it."""
     found = own(module).get(name)
     if type(found) in (dict, OrderedDict):
         return found
     return dict(dict.items(found)) if issubclass(type(found), dict) else {}
+
+
+def table(module, name: str) -> dict:
+    """The table, from a module whose attributes are what its tables hold (refuse_shadows)."""
+    refuse_shadows(module)
+    return raw_table(module, name)
+
+
+NOTHING = object()
+
+
+def refuse_shadows(module) -> None:
+    """TypeError unless `self.name` in the module's own code reads what its tables hold under each name. PyTorch
+    never stores a table's name anywhere else (Module.__setattr__ removes it from __dict__; register_* refuse a
+    name already in use), but an entry of the instance's __dict__ or a class attribute of the same name is found
+    by Python's lookup before nn.Module.__getattr__ reads the tables, and a class that overrides __getattr__ or
+    __getattribute__ answers as it likes: the forward would then compute with a layer or a weight the check never
+    drew, while the check's reference reads the one it drew."""
+    kind = type(module)
+    for method, base in (("__getattr__", torch.nn.Module), ("__getattribute__", object)):
+        owner = next((cls for cls in kind.__mro__ if method in cls.__dict__), base)
+        if owner is not base and not str(getattr(owner, "__module__", "")).startswith("torch."):
+            raise TypeError(f"your {kind.__name__} overrides {method}: the checks read a module's layers and "
+                            "parameters as PyTorch registers them, and a module whose attributes its own code "
+                            "answers cannot be checked. Remove the override.")
+    for held in TABLES:
+        for name in raw_table(module, held):
+            if inspect.getattr_static(module, name, NOTHING) is not NOTHING:
+                where = "its __dict__" if name in own(module) else f"its class ({kind.__name__}.{name})"
+                raise TypeError(
+                    f"your {kind.__name__} holds `{name}` twice, in PyTorch's table of its "
+                    f"{held.strip('_')} and in {where}, and self.{name} reads the second: the checks read a module "
+                    f"as PyTorch holds it. Set layers and parameters as plain attributes in __init__ "
+                    f"(self.{name} = ...), never through __dict__, object.__setattr__ or a class attribute.")
+
+
+def unregistered(value, depth: int = 0) -> bool:
+    """Whether a value a module holds outside its tables is, or holds, a tensor or a module (a weight or a layer
+    PyTorch does not know the module has: never drawn by a check that walks its parameters)."""
+    if isinstance(value, (torch.Tensor, torch.nn.Module)):
+        return True
+    if depth < 3 and type(value) in (list, tuple, dict):
+        items = value.values() if type(value) is dict else value
+        return any(unregistered(item, depth + 1) for item in list(items)[:1000])
+    return False
 
 
 def member(module, name: str, missing=None):
