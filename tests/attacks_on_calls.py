@@ -283,25 +283,33 @@ PAIRS = {
 }
 
 
+def add_round(folder: str, stems: dict[str, str]) -> None:
+    """A review round's hand-ins, one file each in `folder` (stem -> assignment), each file's floor and attack."""
+    for stem, assignment in stems.items():
+        handins = runpy.run_path(str(Path(__file__).with_name(folder) / f"{stem}.py"))["HANDINS"]
+        PAIRS[f"{assignment}/{stem}"] = (assignment, *pair({name: cells for name, cells in handins.items()
+                                                             if name.endswith(("-floor", "-attack"))}))
+
+
 # --- the fourth round (atk-09): the reviewer's hand-ins as they wrote them, one file each, in handins_round4/ ------
 # hpad: the padding bound read after the calls, from weights the student's code had changed; hcausal: decoy qkv
 # and proj set past nn.Module's tables, read by the causal bound; hsneaky: a parameter table of a dict subclass
 # whose items() hid the weight from the check's randomization; hdrop: dropout on the stream, the eval call
 # answered from memory of the training call.
-ROUND4 = Path(__file__).with_name("handins_round4")
-for _stem in ("hpad", "hcausal", "hsneaky", "hdrop"):
-    _handins = runpy.run_path(str(ROUND4 / f"{_stem}.py"))["HANDINS"]
-    PAIRS[f"03-block/{_stem}"] = ("03-block", *pair({name: cells for name, cells in _handins.items()
-                                                      if name.endswith(("-floor", "-attack"))}))
-
+add_round("handins_round4", {"hpad": "03-block", "hcausal": "03-block", "hsneaky": "03-block", "hdrop": "03-block"})
 
 # --- the fifth round (atk-10): a weight or a layer kept out of nn.Module's tables, in handins_round5/ -----------------
 # hunreg: qkv's weight moved from its parameter table into the instance's __dict__, value rows zero; hunreg_module:
 # the whole qkv set with object.__setattr__. Either escaped the check's randomization (which walks the tables) while
-# the reference read it by attribute: every value the bias's constant, any attention matched. The reference now reads
-# its weights through the tables (get_parameter).
-ROUND5 = Path(__file__).with_name("handins_round5")
-for _stem in ("hunreg", "hunreg_module"):
-    _handins = runpy.run_path(str(ROUND5 / f"{_stem}.py"))["HANDINS"]
-    PAIRS[f"03-block/{_stem}"] = ("03-block", *pair({name: cells for name, cells in _handins.items()
-                                                      if name.endswith(("-floor", "-attack"))}))
+# the reference read it by attribute: every value the bias's constant, any attention matched.
+add_round("handins_round5", {"hunreg": "03-block", "hunreg_module": "03-block"})
+
+# --- the sixth round (atk-11): the same escape against the checks the fifth round's fix did not reach ----------------
+# hunreg_up: up's weight and bias in __dict__, near 0 (erf and tanh GELUs agree there), against the block's
+# reference; hdecoy_dict: round 4's decoys registered, their weights in __dict__, against the causal bound;
+# hunreg_05: round 5's hunreg against assignment 5's own attention check. Since then the bridge reads no tensor or
+# layer a module keeps outside its tables, nor a module whose attributes are not what its tables hold, and the
+# references read the tensors their randomization drew, by name: the *_undone pairs switch the bridge's rule off
+# from the hand-in (the kernel is the student's) and hold the second fix alone.
+add_round("handins_round6", {"hunreg_up": "03-block", "hdecoy_dict": "03-block", "hunreg_05": "05-training",
+                             "hunreg_up_undone": "03-block", "hdecoy_dict_undone": "03-block"})
