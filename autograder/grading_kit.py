@@ -82,17 +82,25 @@ def copy_assignment_definitions(source, target, assignment: str) -> str:
 
 
 @functools.cache
+def alembic_head() -> str:
+    """The head of nbgrader's migrations, read from its own migration scripts (nbgrader asks the `alembic` command,
+    a process that imports nbgrader: 1.7 s)."""
+    import nbgrader.dbutil
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory(nbgrader.dbutil.ALEMBIC_DIR).get_current_head()
+
+
+@functools.cache
 def empty_gradebook(course_id: str) -> bytes:
     """An empty SQLite gradebook of the course, made once per process. nbgrader stamps every gradebook it creates
     with the head of its migrations, which it asks the `alembic` command for (a process that imports nbgrader:
     1.7 s of every grading run's start); the same head is read here from nbgrader's own migration scripts and the
     table written first, as nbgrader writes it, so that nbgrader finds a stamped database and only adds its tables."""
-    import nbgrader.dbutil
     import sqlalchemy
-    from alembic.script import ScriptDirectory
     from nbgrader.api import Gradebook
 
-    head = ScriptDirectory(nbgrader.dbutil.ALEMBIC_DIR).get_current_head()
+    head = alembic_head()
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / KIT_GRADEBOOK
         engine = sqlalchemy.create_engine(f"sqlite:///{path}")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import class_plan
+from autograder import class_plan, grading_kit
 from autograder.class_plan import Unit, is_graded, plan, unreadable_timestamp
 from autograder.course import LAYOUT_CONFIG, Course
 
@@ -35,10 +35,8 @@ def alembic_head_in_process(monkeypatch):
     """nbgrader stamps a new gradebook with its migrations' head, which it asks a subprocess running `alembic`
     for (about 2 CPU-s); the same head is read here in-process from nbgrader's own migration scripts."""
     import nbgrader.api
-    import nbgrader.dbutil
-    from alembic.script import ScriptDirectory
 
-    head = ScriptDirectory(nbgrader.dbutil.ALEMBIC_DIR).get_current_head()
+    head = grading_kit.alembic_head()
     monkeypatch.setattr(nbgrader.api, "get_alembic_version", lambda: head)
 
 

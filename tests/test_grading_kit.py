@@ -20,6 +20,7 @@ import warnings
 
 import pytest
 
+from autograder import grading_kit
 from autograder.course import CONFIGURATION_FILES, SECRET_FILE
 from autograder.course import Course, venv_on_path
 from autograder.grading_kit import KIT_GRADEBOOK, build_kit, handed_in_files, read_folder, unpack_kit, write_folder
@@ -39,10 +40,8 @@ def kit_alembic_head_in_process(monkeypatch):
     """nbgrader stamps a new gradebook with its migrations' head, which it asks a subprocess running `alembic`
     for (about 2 CPU-s); the same head is read here in-process from nbgrader's own migration scripts."""
     import nbgrader.api
-    import nbgrader.dbutil
-    from alembic.script import ScriptDirectory
 
-    head = ScriptDirectory(nbgrader.dbutil.ALEMBIC_DIR).get_current_head()
+    head = grading_kit.alembic_head()
     monkeypatch.setattr(nbgrader.api, "get_alembic_version", lambda: head)
 
 
