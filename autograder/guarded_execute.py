@@ -252,10 +252,10 @@ class GuardedExecute(Execute):
             # Shutting down a kernel that already died may fail; the notebook is complete regardless.
         finally:
             if self._checker is not None:
-                LAST_TIMES["checker_start_s"] = self._checker.start_seconds      # spent inside a cell: not the cells'
-                LAST_TIMES["cells_s"] -= self._checker.start_seconds
-                self._checker.close()
-                self._checker = None
+                checker, self._checker = self._checker, None
+                checker.close()
+                LAST_TIMES["checker_start_s"] = checker.start_seconds      # spent inside a cell: not the cells'
+                LAST_TIMES["cells_s"] -= checker.start_seconds
             self.release_cgroup(resources)
             if self._relay:
                 self._relay.close()

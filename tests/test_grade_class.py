@@ -72,6 +72,16 @@ def test_the_engine_gives_the_same_grades_and_messages_as_stock_nbgrader(stock, 
         assert shown_errors(graded.feedback(ASSIGNMENT, student)) == shown_errors(stock_feedback), student
 
 
+def test_each_graded_notebook_says_where_its_time_went(graded):
+    """Outcome.stages, which `make bench` takes the grader's own share from: the kernel's start, the checker's, the
+    cells and the whole execution, each within the execution and the execution within the notebook's time."""
+    for result in graded.grade(ASSIGNMENT)["results"]:
+        stages = result["stages"]
+        assert set(stages) == {"kernel_start_s", "checker_start_s", "cells_s", "execute_s"}, result["student"]
+        assert min(stages.values()) >= 0 and result["seconds"] >= stages["execute_s"], result["student"]
+        assert stages["kernel_start_s"] + stages["checker_start_s"] + stages["cells_s"] <= stages["execute_s"] + 0.01
+
+
 def test_an_interrupted_run_resumes_where_it_stopped(ours, graded):
     root = ours
     everyone = handed_in(root)
