@@ -4,7 +4,6 @@ each misconception once, with everyone who has it."""
 
 from __future__ import annotations
 
-import math
 import re
 import statistics
 from collections import Counter
@@ -19,12 +18,8 @@ NEAR_ZERO = 0.1
 def pearson(xs: list[float], ys: list[float]) -> float | None:
     """Pearson's correlation (the point-biserial one when xs is 0/1); None when either does not vary."""
     if len(xs) < 2 or len(set(xs)) < 2 or len(set(ys)) < 2:
-        return None
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-    sxx = sum((x - mx) ** 2 for x in xs)
-    syy = sum((y - my) ** 2 for y in ys)
-    return sxy / math.sqrt(sxx * syy)
+        return None                               # statistics.correlation raises on a constant input
+    return statistics.correlation(xs, ys)
 
 
 @dataclass
