@@ -162,3 +162,17 @@ def autograded_limit() -> int:
     from autograder.grading_environment import value
 
     return int((value("COURSE_GRADING_NOTEBOOK_MB") + 2 * value("COURSE_GRADING_OUTPUT_NOTEBOOK_MB") + 1) * 2**20)
+
+
+def autograded_notebook(path: Path):
+    """An autograded notebook as the class commands read one back (the report, the per-check export): within
+    autograded_limit(), its objects and arrays counted before nbformat parses it (what the student wrote is in
+    it); a file over either bound, or one that is not a notebook, is Refused."""
+    import nbformat
+
+    data = read_capped(path, autograded_limit())
+    check_structure(data)
+    try:
+        return nbformat.reads(data.decode("utf-8"), as_version=4)
+    except (ValueError, RecursionError, OverflowError, TypeError, MemoryError) as error:
+        raise Refused(f"{Path(path).name} is not a readable notebook ({type(error).__name__})") from None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 from nbgrader.plugins import ExportPlugin
 
 from autograder import bounded
@@ -51,8 +50,7 @@ class PerCheckExport(ExportPlugin):
         path = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment)) / f"{notebook}.ipynb"
         if path.is_file() and not path.is_symlink():
             try:
-                limit = bounded.autograded_limit()
-                graded = nbformat.reads(bounded.read_capped(path, limit).decode("utf-8"), as_version=4)
+                graded = bounded.autograded_notebook(path)
                 return [str(flag) for flag in notebook_flags(graded)]
             except Exception as error:          # one student's file must not stop the class's export
                 why = str(error) if isinstance(error, bounded.Refused) else type(error).__name__

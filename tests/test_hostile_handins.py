@@ -33,6 +33,8 @@ BIG = 40 * 2**20                       # a 40 MB notebook and a 40 MB secret: 5.
 DIGITS = b"1" * 2_000_000              # a 2 MB timestamp.txt: 150-215 s of dateutil before issue 44
 OVERFLOW = b'[["x", 1e999]]'           # a number too large for a float in a JSON file the grader once read
 DEEP = b"[" * 200_000 + b"]" * 200_000  # deeper than json's recursion
+# Well within the byte cap, too many objects to hand nbformat: 1.7 M of these took a worker to 3.75 GB.
+WIDE = b'{"cells": [], "metadata": {"x": [' + b"{}," * 50_000 + b'{}]}, "nbformat": 4, "nbformat_minor": 5}'
 
 
 def scratch_course(root: Path) -> Course:
@@ -321,6 +323,7 @@ def test_a_notebook_the_report_cannot_read_costs_that_student_alone(tmp_path):
                                                                         "iopub.status.idle": "2026-12-03T10:00:01Z"}}])),
         "odd-nbgrader": nbformat.writes(graded_notebook([{"nbgrader": ["grade_id"]}, {"nbgrader": {"grade_id": []}}])),
         "deep": b'{"cells": ' + DEEP + b"}",
+        "wide": WIDE,
         "huge": None,
     }
     results = {}
@@ -337,6 +340,7 @@ def test_a_notebook_the_report_cannot_read_costs_that_student_alone(tmp_path):
     assert results["naive-stamps"].seconds == {COURSE.master_notebook(A).stem: 1.0}
     assert results["odd-nbgrader"].unread == [] and not results["odd-nbgrader"].errors
     assert "could not be read" in " ".join(results["deep"].flags)
+    assert "could not be read" in " ".join(results["wide"].flags) and "objects" in " ".join(results["wide"].flags)
     assert "over the limit" in " ".join(results["huge"].flags)
 
 
@@ -356,6 +360,8 @@ def test_the_per_check_export_reads_flags_within_a_cap(tmp_path):
     folder = Path(command.coursedir.format_path(command.coursedir.autograded_directory, "deep", A))
     folder.mkdir(parents=True)
     (folder / NOTEBOOK).write_bytes(b'{"cells": ' + DEEP + b"}")
+    assert "could not be read" in exporter.flags("deep", A, COURSE.master_notebook(A).stem)[0]
+    (folder / NOTEBOOK).write_bytes(WIDE)
     assert "could not be read" in exporter.flags("deep", A, COURSE.master_notebook(A).stem)[0]
     sparse(folder / NOTEBOOK, bounded.autograded_limit() + 1)
     assert "over the limit" in exporter.flags("deep", A, COURSE.master_notebook(A).stem)[0]
