@@ -284,10 +284,14 @@ PAIRS = {
 
 
 def add_round(folder: str, stems: dict[str, str]) -> None:
-    """A review round's hand-ins, one file each in `folder` (stem -> assignment), each file's floor and attack."""
+    """A review round's hand-ins, one file each in `folder` (stem -> assignment), each file's floor and attack (its
+    HANDINS, named ...-floor and ...-attack, or its CELLS, {"floor": ..., "attack": ...})."""
     for stem, assignment in stems.items():
-        handins = runpy.run_path(str(Path(__file__).with_name(folder) / f"{stem}.py"))["HANDINS"]
-        PAIRS[f"{assignment}/{stem}"] = (assignment, *pair({name: cells for name, cells in handins.items()
+        found = runpy.run_path(str(Path(__file__).with_name(folder) / f"{stem}.py"))
+        if "CELLS" in found:
+            PAIRS[f"{assignment}/{stem}"] = (assignment, found["CELLS"]["floor"], found["CELLS"]["attack"])
+            continue
+        PAIRS[f"{assignment}/{stem}"] = (assignment, *pair({name: cells for name, cells in found["HANDINS"].items()
                                                              if name.endswith(("-floor", "-attack"))}))
 
 
@@ -313,3 +317,11 @@ add_round("handins_round5", {"hunreg": "03-block", "hunreg_module": "03-block"})
 # from the hand-in (the kernel is the student's) and hold the second fix alone.
 add_round("handins_round6", {"hunreg_up": "03-block", "hdecoy_dict": "03-block", "hunreg_05": "05-training",
                              "hunreg_up_undone": "03-block", "hdecoy_dict_undone": "03-block"})
+
+# --- the seventh round (atk-12): a metaclass whose __mro__ property hid nn.Module from the bases the kernel reported,
+# so the checker took a check's eval() for the student's code, dropped its pins and believed the weights the kernel
+# reported after it (zeroed from inside the property, which the bridge's own walk read): the references were
+# computed from zeros (handins_round7/README.md). Since then the checker keeps its pins through nn.Module's reading
+# and mode-setting methods whatever bases a kernel reports, the kernel's side reads classes through type's own
+# descriptors, and the references read the check's own copies of what it drew.
+add_round("handins_round7", {"mro_03_both": "03-block", "mro_05_both": "05-training", "mro_gpt_04": "04-gpt"})

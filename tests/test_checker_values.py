@@ -461,6 +461,39 @@ def test_a_weight_or_a_layer_past_the_modules_tables_is_refused_by_name():
             list(module.named_parameters())
 
 
+TOLD = '''
+import torch
+from torch import nn
+class Told(type):                             # answers __mro__ without PyTorch's classes, zeroing what it can reach
+    @property
+    def __mro__(cls):
+        for instance in list(cls.__dict__.get("made", ())):
+            with torch.no_grad():
+                for p in instance._parameters.values():
+                    p.zero_()
+        return (cls, object)
+class Hidden(nn.Linear, metaclass=Told):
+    made = []
+    def __init__(self):
+        super().__init__(3, 3)
+        Hidden.made.append(self)
+'''
+
+
+def test_a_metaclass_cannot_hide_nn_module_from_the_checker_or_run_in_its_reads():
+    """The kernel's side reads a class through type's own descriptors (its real MRO), never through what a
+    metaclass answers: the module is an nn.Linear to the check, and reading or setting its mode runs no code of
+    the student's, so the values the check drew are still there after eval()."""
+    hidden = notebook(TOLD).names(["Hidden"])["Hidden"]()
+    assert isinstance(hidden, torch.nn.Linear)
+    with torch.no_grad():
+        for p in hidden.parameters():
+            p.fill_(0.5)
+    hidden.eval()
+    assert hidden.training is False
+    assert torch.equal(hidden.weight, torch.full((3, 3), 0.5)) and torch.equal(hidden.bias, torch.full((3,), 0.5))
+
+
 MODE_TRICKS = '''
 import torch
 from torch import nn

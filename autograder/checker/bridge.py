@@ -40,9 +40,10 @@ DEVICES = ("cpu", "meta")   # the default devices a check may set around a call 
 
 
 def torch_bases(kind: type) -> list[str]:
-    """The qualified names of the PyTorch classes a type derives from, nearest first."""
-    return [f"{base.__module__}.{base.__qualname__}" for base in kind.__mro__
-            if base.__module__.startswith("torch.")][:20]
+    """The qualified names of the PyTorch classes a type derives from, nearest first: read from the type itself
+    (tables.static_mro), never from what a metaclass answers for __mro__, __module__ or __qualname__."""
+    names = [f"{tables.class_module(base)}.{tables.class_qualname(base)}" for base in tables.static_mro(kind)]
+    return [name for name in names if name.startswith("torch.")][:20]
 
 
 def stamp(tensor: torch.Tensor) -> tuple:
@@ -158,8 +159,8 @@ def receive_exactly(connection: socket.socket, size: int) -> bytes | None:
 def describe_error(error: BaseException) -> dict:
     """An exception as the checker re-raises it: its type's name, the names of the built-in exceptions it
     derives from, and its message."""
-    builtin = [kind.__name__ for kind in type(error).__mro__
-               if kind.__module__ == "builtins" and issubclass(kind, BaseException)]
+    builtin = [tables.class_qualname(kind) for kind in tables.static_mro(type(error))
+               if tables.class_module(kind) == "builtins" and issubclass(kind, BaseException)]
     return {"type": type(error).__name__[:200], "bases": builtin[:20], "message": str(error)[:4000]}
 
 
@@ -253,7 +254,8 @@ class Bridge:
                 self.object_numbers[id(value)] = number
             if isinstance(value, type):
                 return Handle(number, value.__name__, ())
-            checks = [f"course:{self.class_keys[id(kind)]}" for kind in type(value).__mro__ if id(kind) in self.class_keys]
+            checks = [f"course:{self.class_keys[id(kind)]}" for kind in tables.static_mro(type(value))
+                      if id(kind) in self.class_keys]
             return Handle(number, type(value).__name__, tuple(checks + torch_bases(type(value)))[:20])
         return Opaque(type(value).__name__, repr_short(value))
 

@@ -41,6 +41,13 @@ def table(module, name: str) -> dict:
 
 NOTHING = object()
 
+# A class's own MRO, namespace, module and qualified name, read through type's descriptors: a metaclass may define
+# __mro__ or __dict__ as properties, which run the student's code where the plain attribute would be read.
+static_mro = type.__dict__["__mro__"].__get__
+class_dict = type.__dict__["__dict__"].__get__
+class_module = type.__dict__["__module__"].__get__
+class_qualname = type.__dict__["__qualname__"].__get__
+
 
 def refuse_shadows(module) -> None:
     """TypeError unless `self.name` in the module's own code reads what its tables hold under each name. PyTorch
@@ -51,17 +58,17 @@ def refuse_shadows(module) -> None:
     drew, while the check's reference reads the one it drew."""
     kind = type(module)
     for method, base in (("__getattr__", torch.nn.Module), ("__getattribute__", object)):
-        owner = next((cls for cls in kind.__mro__ if method in cls.__dict__), base)
-        if owner is not base and not str(getattr(owner, "__module__", "")).startswith("torch."):
-            raise TypeError(f"your {kind.__name__} overrides {method}: the checks read a module's layers and "
-                            "parameters as PyTorch registers them, and a module whose attributes its own code "
+        owner = next((cls for cls in static_mro(kind) if method in class_dict(cls)), base)
+        if owner is not base:                 # none of PyTorch's layers overrides either (its own tests hold it)
+            raise TypeError(f"your {class_qualname(kind)} overrides {method}: the checks read a module's layers "
+                            "and parameters as PyTorch registers them, and a module whose attributes its own code "
                             "answers cannot be checked. Remove the override.")
     for held in TABLES:
         for name in raw_table(module, held):
             if inspect.getattr_static(module, name, NOTHING) is not NOTHING:
-                where = "its __dict__" if name in own(module) else f"its class ({kind.__name__}.{name})"
+                where = "its __dict__" if name in own(module) else f"its class ({class_qualname(kind)}.{name})"
                 raise TypeError(
-                    f"your {kind.__name__} holds `{name}` twice, in PyTorch's table of its "
+                    f"your {class_qualname(kind)} holds `{name}` twice, in PyTorch's table of its "
                     f"{held.strip('_')} and in {where}, and self.{name} reads the second: the checks read a module "
                     f"as PyTorch holds it. Set layers and parameters as plain attributes in __init__ "
                     f"(self.{name} = ...), never through __dict__, object.__setattr__ or a class attribute.")
