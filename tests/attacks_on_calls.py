@@ -325,3 +325,9 @@ add_round("handins_round6", {"hunreg_up": "03-block", "hdecoy_dict": "03-block",
 # and mode-setting methods whatever bases a kernel reports, the kernel's side reads classes through type's own
 # descriptors, and the references read the check's own copies of what it drew.
 add_round("handins_round7", {"mro_03_both": "03-block", "mro_05_both": "05-training", "mro_gpt_04": "04-gpt"})
+
+# --- the eighth round (atk-13): a param_groups that decays nothing and shrinks every matrix itself, in place, by the
+# factor one AdamW step with the visible learning rate would: the groups checks measured the decay from values taken
+# before the call, so the write passed for the optimizer's decay. They now refuse a param_groups that changes any
+# value of the model.
+add_round("handins_round8", {"groups_prescale": "05-training"})
