@@ -71,6 +71,7 @@ def attribute(target, name: str):
     if issubclass(type(target), torch.nn.Module):
         if name in MODULE_METHODS:
             return types.MethodType(tables.METHODS[name], target)
+        tables.refuse_shadows(target)
         found = tables.member(target, name, NOT_STORED)
         if found is not NOT_STORED:
             return found

@@ -11,7 +11,6 @@ They follow PyTorch 2's semantics for the arguments a check passes; hooks are no
 
 from __future__ import annotations
 
-import inspect
 from collections import OrderedDict
 
 import torch
@@ -24,19 +23,13 @@ def own(module) -> dict:
 TABLES = ("_parameters", "_buffers", "_modules")
 
 
-def raw_table(module, name: str) -> dict:
+def table(module, name: str) -> dict:
     """One of the module's tables as a plain dict, read without its class's code: a dict subclass whose methods
     say otherwise (an items() that hides a parameter) is read by dict's own, as PyTorch's attribute lookup reads it."""
     found = own(module).get(name)
     if type(found) in (dict, OrderedDict):
         return found
     return dict(dict.items(found)) if issubclass(type(found), dict) else {}
-
-
-def table(module, name: str) -> dict:
-    """The table, from a module whose attributes are what its tables hold (refuse_shadows)."""
-    refuse_shadows(module)
-    return raw_table(module, name)
 
 
 NOTHING = object()
@@ -63,10 +56,13 @@ def refuse_shadows(module) -> None:
             raise TypeError(f"your {class_qualname(kind)} overrides {method}: the checks read a module's layers "
                             "and parameters as PyTorch registers them, and a module whose attributes its own code "
                             "answers cannot be checked. Remove the override.")
+    instance, classes = own(module), [class_dict(cls) for cls in static_mro(kind)]
     for held in TABLES:
-        for name in raw_table(module, held):
-            if inspect.getattr_static(module, name, NOTHING) is not NOTHING:
-                where = "its __dict__" if name in own(module) else f"its class ({class_qualname(kind)}.{name})"
+        for name in table(module, held):
+            # What inspect.getattr_static would find (the instance's __dict__, then the classes'), without its cost:
+            # this runs at every read a check makes of a module.
+            if name in instance or any(name in namespace for namespace in classes):
+                where = "its __dict__" if name in instance else f"its class ({class_qualname(kind)}.{name})"
                 raise TypeError(
                     f"your {class_qualname(kind)} holds `{name}` twice, in PyTorch's table of its "
                     f"{held.strip('_')} and in {where}, and self.{name} reads the second: the checks read a module "
@@ -101,6 +97,7 @@ def named_modules(module, memo=None, prefix: str = "", remove_duplicate: bool = 
         if id(module) in memo:
             return
         memo.add(id(module))
+    refuse_shadows(module)
     yield prefix, module
     for name, child in list(table(module, "_modules").items()):
         if child is not None:
@@ -113,6 +110,7 @@ def modules(module):
 
 
 def named_children(module):
+    refuse_shadows(module)
     seen = set()
     for name, child in list(table(module, "_modules").items()):
         if child is not None and id(child) not in seen:
@@ -126,6 +124,8 @@ def children(module):
 
 
 def _named_members(module, kind: str, prefix: str, recurse: bool, remove_duplicate: bool):
+    if not recurse:
+        refuse_shadows(module)
     holders = named_modules(module, prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, module)]
     seen = set()
     for holder_prefix, holder in holders:
@@ -184,11 +184,13 @@ def requires_grad_(module, requires_grad: bool = True):
 
 def get_submodule(module, target: str = ""):
     found = module
+    refuse_shadows(found)
     for name in target.split(".") if target else ():
         children_of = table(found, "_modules")
         if name not in children_of or children_of[name] is None:
             raise AttributeError(f"{type(found).__name__} has no attribute `{name}`")
         found = children_of[name]
+        refuse_shadows(found)
     return found
 
 
@@ -204,6 +206,7 @@ def get_parameter(module, target: str):
 def state_dict(module, *args, destination=None, prefix: str = "", keep_vars: bool = False):
     """Every parameter and persistent buffer under its dotted name, shared ones under each (as PyTorch's)."""
     destination = OrderedDict() if destination is None else destination
+    refuse_shadows(module)
     skipped = own(module).get("_non_persistent_buffers_set") or set()
     for name, parameter in list(table(module, "_parameters").items()):
         if parameter is not None:
