@@ -32,8 +32,6 @@ def table(module, name: str) -> dict:
     return dict(dict.items(found)) if issubclass(type(found), dict) else {}
 
 
-NOTHING = object()
-
 # A class's own MRO, namespace, module and qualified name, read through type's descriptors: a metaclass may define
 # __mro__ or __dict__ as properties, which run the student's code where the plain attribute would be read.
 static_mro = type.__dict__["__mro__"].__get__
@@ -52,7 +50,7 @@ def refuse_shadows(module) -> None:
     kind = type(module)
     for method, base in (("__getattr__", torch.nn.Module), ("__getattribute__", object)):
         owner = next((cls for cls in static_mro(kind) if method in class_dict(cls)), base)
-        if owner is not base:                 # none of PyTorch's layers overrides either (its own tests hold it)
+        if owner is not base:                 # torch.nn's layers override neither
             raise TypeError(f"your {class_qualname(kind)} overrides {method}: the checks read a module's layers "
                             "and parameters as PyTorch registers them, and a module whose attributes its own code "
                             "answers cannot be checked. Remove the override.")
