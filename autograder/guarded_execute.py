@@ -120,6 +120,7 @@ def is_given(cell) -> bool:
 # The guard's reply: a fingerprint of its watch list (grading_environment.WATCHED) and the rules broken, 6.8 KB
 # for assignment 1's master (measured). Nine times that, and nothing larger is parsed.
 GUARD_REPLY_CHARS = 64 * 2**10
+GUARD_REPORT = "__import__('sys').modules['_course_guard'].report()"     # the expression asking it
 
 
 def hidden_courses(preprocessor) -> list[str]:
@@ -210,6 +211,7 @@ class GuardedExecute(Execute):
         self._died_in = None
         self._cell = None
         self._line, self._serving, self._line_failed = None, None, None      # a check's line to the kernel
+        self._guard_reply = None                 # the guard's report that came back with a check's line
         self._lines = 0                          # lines opened so far: each check's token
         self._kernel_id = None
         self._specs = None
@@ -398,6 +400,7 @@ class GuardedExecute(Execute):
             return cell, resources
         self._cell_bytes, self._cell_truncated = 0, False
         self._cell = cell                # the guard's answers wait no longer than this cell may (cell_timeout)
+        self._guard_reply = None
         try:
             if self.verdict.baseline is None:
                 self.verdict.baseline = self.ask_guard(setup=True)
@@ -497,9 +500,11 @@ class GuardedExecute(Execute):
         except OSError as error:
             self._line_failed = f"no line to the kernel: {error.strerror or error}"[:200]
             return
+        # The guard's report comes back with the reply, taken as soon as the line closes (ipykernel evaluates a
+        # request's user expressions after its code): the verdict's question after the check costs no request.
         self._serving = self.kc.execute(
             f"__import__('sys').modules['_course_bridge'].serve_line({self._line.token.hex()!r})", silent=True,
-            store_history=False)
+            store_history=False, user_expressions={"guard": GUARD_REPORT})
 
     def serving(self) -> bool:
         """Whether the kernel still runs the execute request serving the line (its reply has not come)."""
@@ -523,7 +528,10 @@ class GuardedExecute(Execute):
             self._line = None
         serving, self._serving = self._serving, None
         if serving is not None and not interrupted:
-            self.wait_for_reply(serving, self._cell)
+            reply = self.wait_for_reply(serving, self._cell)
+            # Kept only where the line ended as the bridge ends it (an error there evaluates no expression).
+            if isinstance(dig(reply, "content", "user_expressions", "guard"), dict):
+                self._guard_reply = reply
 
     def flag_dropped_messages(self, resources, where: str, cell=None) -> bool:
         """Say so when the relay dropped messages over the limits: a flag, and a note in the cell."""
@@ -539,14 +547,17 @@ class GuardedExecute(Execute):
         return True
 
     def ask_guard(self, setup: bool = False):
-        """Ask the guard in the kernel (kernel_startup.py) for its fingerprint; None if it cannot answer."""
-        if setup:
-            rules = self.rules.get(self._assignment, [])
-            expression = f"__import__('sys').modules['_course_guard'].setup({rules!r}, {self._grader_cells!r})"
-        else:
-            expression = "__import__('sys').modules['_course_guard'].report()"
-        msg_id = self.kc.execute("", silent=True, store_history=False, user_expressions={"guard": expression})
-        reply = self.wait_for_reply(msg_id, self._cell)
+        """Ask the guard in the kernel (kernel_startup.py) for its fingerprint; None if it cannot answer. After a
+        check, its report came back with the check's line (end_line), unless the line failed or timed out."""
+        reply, self._guard_reply = (None, None) if setup else (self._guard_reply, None)
+        if reply is None:
+            if setup:
+                rules = self.rules.get(self._assignment, [])
+                expression = f"__import__('sys').modules['_course_guard'].setup({rules!r}, {self._grader_cells!r})"
+            else:
+                expression = GUARD_REPORT
+            msg_id = self.kc.execute("", silent=True, store_history=False, user_expressions={"guard": expression})
+            reply = self.wait_for_reply(msg_id, self._cell)
         result = dig(reply, "content", "user_expressions", "guard")
         if dig(result, "status") != "ok":
             return None
