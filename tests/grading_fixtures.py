@@ -78,6 +78,11 @@ class GradedClass:
 
 GRADED_ASSIGNMENTS = pytest.StashKey[list]()
 MUTANT_ASSIGNMENTS = pytest.StashKey[list]()
+# What the fast path grades of each assignment: its catalog, where a selected test reads it, and the submissions
+# tests name with `pytest.mark.fast_path({assignment: [Submission, ...]})` (tests/test_checked_references.py's
+# pairs), in the same process as the catalog instead of one more process per assignment importing and preparing.
+FAST_PATH_CATALOGS = pytest.StashKey[set]()
+FAST_PATH_EXTRAS = pytest.StashKey[dict]()
 
 
 @pytest.hookimpl(trylast=True)
@@ -96,6 +101,14 @@ def pytest_collection_finish(session):
             found = [value if isinstance(value, str) else value.assignment for key_, value in params.items()
                      if key_ == "assignment" or isinstance(value, grading.Variant)]
             wanted += found or otherwise
+            if fixture == "mutants":
+                extras = [mark.args[0] for mark in item.iter_markers("fast_path")]
+                for named in extras:
+                    for assignment, known in named.items():
+                        session.config.stash.setdefault(FAST_PATH_EXTRAS, {}).setdefault(assignment, {}).update(
+                            {submission.student: submission for submission in known})
+                if not extras:
+                    session.config.stash.setdefault(FAST_PATH_CATALOGS, set()).update(found or otherwise)
         session.config.stash[key] = [a for a in COURSE.assignments() if a in wanted]
     start_the_catalog(session)
 
@@ -120,8 +133,14 @@ class Mutants:
     waits for one running in the background, so that a run of the catalog's tests alone keeps a process per
     core busy (each spends its first 10 to 20 s importing and preparing on one core)."""
 
-    def __init__(self, wanted: list[str], course: Path | None = None):
-        known = {name: grading.known_submissions(name) for name in wanted}
+    def __init__(self, wanted: list[str], course: Path | None = None, catalogs: set[str] | None = None,
+                 extras: dict[str, dict] | None = None):
+        """`catalogs`: the assignments whose whole catalog is graded (default every one wanted); `extras`:
+        assignment -> {student: Submission} graded with them (FAST_PATH_EXTRAS)."""
+        catalogs = set(wanted) if catalogs is None else catalogs
+        extras = extras or {}
+        known = {name: (grading.known_submissions(name) if name in catalogs else [])
+                 + list(extras.get(name, {}).values()) for name in wanted}
         self.known = known
         self.pending = sorted(known, key=lambda name: -len(known[name]))     # the largest catalogs first
         self.course = course
@@ -223,7 +242,8 @@ def start_the_catalog(session) -> None:
     wanted = session.config.stash.get(MUTANT_ASSIGNMENTS, [])
     if not wanted or session.config.getoption("collectonly") or session.config.getoption("lessons_inline"):
         return
-    mutants = Mutants(wanted)
+    mutants = Mutants(wanted, catalogs=session.config.stash.get(FAST_PATH_CATALOGS, set()),
+                      extras=session.config.stash.get(FAST_PATH_EXTRAS, {}))
     session.config.stash[MUTANTS] = mutants
     mutants.start()
 
@@ -238,7 +258,9 @@ def pytest_sessionfinish(session):
 def mutants(course, request):
     """The catalog graded by the fast path (trusted code: no sandbox, no kernel per variant): the background's,
     or graded here when a test first asks."""
-    return request.config.stash.get(MUTANTS, None) or Mutants(request.config.stash.get(MUTANT_ASSIGNMENTS, []), course)
+    stash = request.config.stash
+    return stash.get(MUTANTS, None) or Mutants(stash.get(MUTANT_ASSIGNMENTS, []), course,
+                                               stash.get(FAST_PATH_CATALOGS, set()), stash.get(FAST_PATH_EXTRAS, {}))
 
 
 # --- stock nbgrader, the reference the engine is compared with ---------------------------------------------

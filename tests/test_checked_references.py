@@ -6,12 +6,10 @@ path, which runs the same checker and bridge as both front doors."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
 from tests import attacks_on_calls, attacks_on_references
-from tools import grading, mutation_grading
+from tools import grading
 
 CASES = {**{assignment: (assignment, floor, attack) for assignment, (floor, attack) in attacks_on_references.PAIRS.items()},
          **attacks_on_calls.PAIRS}
@@ -27,23 +25,17 @@ def submissions(assignment: str) -> list[grading.Submission]:
             for kind, cells in (("floor", floor), ("attack", attack))]
 
 
-@pytest.fixture(scope="module")
-def graded_pairs(course) -> dict[str, dict]:
-    """Every assignment's pairs, each assignment in one fast-path process, the processes side by side: each spends
-    its first seconds importing and preparing on one core, which the others' grading fills."""
-    with ThreadPoolExecutor(max_workers=len(ASSIGNMENTS)) as pool:
-        batches = {assignment: pool.submit(mutation_grading.grade_known, assignment, submissions(assignment),
-                                           workers=1, course=course) for assignment in ASSIGNMENTS}
-        return {assignment: batch.result() for assignment, batch in batches.items()}
+# Graded by the catalog's fast-path process of each assignment, beside its catalog (tests/grading_fixtures.py).
+pytestmark = pytest.mark.fast_path({assignment: submissions(assignment) for assignment in ASSIGNMENTS})
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_a_trick_on_the_checks_order_earns_only_its_floor(graded_pairs, assignment):
+def test_a_trick_on_the_checks_order_earns_only_its_floor(mutants, assignment):
     """Every pair of the assignment: the attack earns no point its floor does not, check by check (it may earn
     fewer: a layer kept out of the module's tables is no layer to a check that asks for one)."""
     for case in (case for case, (of, _, _) in CASES.items() if of == assignment):
-        floor_scores, _ = graded_pairs[assignment][f"{case.replace('/', '--')}--floor"]
-        attack_scores, _ = graded_pairs[assignment][f"{case.replace('/', '--')}--attack"]
+        floor_scores = mutants.scores(assignment, f"{case.replace('/', '--')}--floor")
+        attack_scores = mutants.scores(assignment, f"{case.replace('/', '--')}--attack")
         gained = {cell: (floor_scores[cell][0], score) for cell, (score, _) in attack_scores.items()
                   if score > floor_scores[cell][0]}
         assert not gained, (case, gained)
