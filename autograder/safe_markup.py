@@ -39,7 +39,7 @@ import html
 import re
 from functools import lru_cache
 
-from bleach.sanitizer import Cleaner
+import nh3
 from jinja2 import pass_context
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Int
@@ -65,7 +65,7 @@ CLASSED = {"code", "pre", "span", "div"}          # code highlighting (pygments'
 CLASS_WORD = re.compile(r"^(highlight|hl-[\w+-]{1,30}|language-[\w+-]{1,30}|math|inline|block|anchor-link|"
                         rf"{WRAPPER_CLASS}|[a-z]{{1,3}}[0-9]?)$")
 SIZE = re.compile(r"^\d{1,4}(px|%)?$")
-PROTOCOLS = ["http", "https", "mailto", "data", "attachment"]    # bleach's own check; ours is stricter
+PROTOCOLS = {"http", "https", "mailto", "data", "attachment"}    # nh3's own check; ours (allowed_attribute) is stricter
 LINK_SCHEMES = {"http", "https", "mailto"}
 RASTER = ("image/png", "image/jpeg", "image/gif", "image/webp")
 RASTER_DATA = re.compile(r"^data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]*$", re.I)
@@ -130,18 +130,22 @@ def allowed_attribute_mathml(tag: str, name: str, value: str) -> bool:
 
 
 @lru_cache(maxsize=2)
-def cleaner(mathml: bool) -> Cleaner:
-    tags = set(TAGS)
-    if mathml:
-        tags |= set(MATHML_TAGS)
-    return Cleaner(tags=tags, attributes=allowed_attribute_mathml if mathml else allowed_attribute,
-                   protocols=PROTOCOLS, strip=True, strip_comments=True)
+def cleaner(mathml: bool) -> nh3.Cleaner:
+    """nh3's sanitizer (ammonia's, parsing as html5ever, a browser's algorithm) with the allow-list: every
+    attribute a tag may carry is offered to allowed_attribute, which keeps it or drops it by its value."""
+    tags = set(TAGS) | (set(MATHML_TAGS) if mathml else set())
+    attributes = {tag: set(ATTRIBUTES.get(tag, ())) | ({"class"} if tag in CLASSED else set())
+                  | (set(MATHML_ATTRIBUTES) if mathml and tag in MATHML_TAGS else set()) for tag in tags}
+    allowed = allowed_attribute_mathml if mathml else allowed_attribute
+    return nh3.Cleaner(tags=tags, attributes={tag: names for tag, names in attributes.items() if names},
+                       attribute_filter=lambda tag, name, value: value if allowed(tag, name, value) else None,
+                       url_schemes=PROTOCOLS, strip_comments=True, link_rel=None)
 
 
 def clean_html(element, mathml: bool = True) -> str:
-    """HTML reduced to the allow-list (disallowed elements dropped, their text kept as text). The
-    `clean_html` filter of the course's HTML exports (nbconvert's own lets relative and scheme-relative
-    links through and escapes rather than drops)."""
+    """HTML reduced to the allow-list: disallowed elements dropped with their text kept as text, but for
+    scripts, styles and SVG or MathML not allowed, dropped whole. The `clean_html` filter of the course's HTML
+    exports (nbconvert's own lets relative and scheme-relative links through and escapes rather than drops)."""
     text = element.decode() if isinstance(element, bytes) else str(element)
     return cleaner(mathml).clean(text)
 
@@ -304,7 +308,7 @@ def safe_cell(cell, max_chars: int = MAX_MARKDOWN_CHARS) -> int:
             if kept != cell.attachments:
                 cell.attachments, changed = kept, changed + 1
     elif cell.cell_type == "raw" and len(cell.source) > max_chars:
-        # html5lib's cleaning grows faster than the text (nested tags): a long raw cell is shown as text.
+        # A long raw cell is shown as text, unparsed, as a long markdown cell is.
         cell.source, changed = html.escape(shortened(cell.source, max_chars), quote=False), changed + 1
         cell.metadata[MARKER] = "text"
     elif cell.cell_type == "raw":
