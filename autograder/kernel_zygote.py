@@ -41,6 +41,7 @@ import sys
 
 NAMESPACES = ("user", "ipc", "uts", "net", "cgroup", "pid", "mnt")      # joined in this order (nsenter's)
 DESCRIPTORS = ("stdout", "status", "root", *NAMESPACES)                   # what a request passes, in this order
+HEAVIER = ("watch", "ready")             # what a request for a heavier parent passes: its watch pipe, its ready pipe
 REQUEST_BYTES = 64 * 2**10
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -236,21 +237,26 @@ def serve(request: dict, fds: dict[str, int]) -> None:
 
 
 def answer(connection: socket.socket) -> None:
-    """One request: a child forked for it, or an error; the launcher falls back to a cold kernel on either."""
+    """One request: a child forked for it, or an error; the launcher falls back to a cold kernel on either. The
+    grader's own request for a heavier parent (warm_kernels.py) gets a child that becomes one (become_heavier)."""
     credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     _, uid, _ = struct.unpack("3i", credentials)
     if uid != os.getuid():
         return                                          # only the grader's own launchers
     message, passed, _, _ = socket.recv_fds(connection, REQUEST_BYTES, len(DESCRIPTORS))
     try:
-        if len(passed) != len(DESCRIPTORS):
-            raise ValueError(f"{len(passed)} descriptors instead of {len(DESCRIPTORS)}")
         request = json.loads(message)
+        heavier = isinstance(request, dict) and isinstance(request.get("parent"), dict)
+        expected = HEAVIER if heavier else DESCRIPTORS
+        if len(passed) != len(expected):
+            raise ValueError(f"{len(passed)} descriptors instead of {len(expected)}")
         if threads() != 1:
             raise RuntimeError(f"the warm parent runs {threads()} threads; it forks only while it runs one")
         sys.stdout.flush()
         sys.stderr.flush()
         child = os.fork()
+        if child == 0 and heavier:
+            become_heavier(request["parent"], dict(zip(HEAVIER, passed)))
         if child == 0:
             try:
                 serve(request, dict(zip(DESCRIPTORS, passed)))
@@ -259,6 +265,8 @@ def answer(connection: socket.socket) -> None:
                     os.write(1, f"warm parent's child: {error}\n".encode())      # the kernel's stdout by then
                 finally:
                     os._exit(70)
+        if heavier:
+            HEAVIER_PARENTS.add(child)
         connection.send(json.dumps({"pid": child}).encode())
     except Exception as error:                          # noqa: BLE001
         connection.send(json.dumps({"error": f"{type(error).__name__}: {error}"}).encode())
@@ -277,9 +285,11 @@ def reap(*_) -> None:
 
 SET_BY_IMPORTS: dict[str, str] = {}     # what the imports put into the environment (a cold kernel's do the same)
 IMPORTED_RESOURCE = False               # whether the imports imported `resource` (else each child's own is dropped)
+HEAVIER_PARENTS: set[int] = set()       # children that became heavier parents: waited for when this one ends
 
 
-def main(socket_path: str, watch: int, imports: list[str]) -> None:
+def load(imports: list[str]) -> None:
+    """Import `imports` and leave this process able to fork: one thread, no course module."""
     started_with = dict(os.environ)
     for name in imports:
         importlib.import_module(name)
@@ -294,20 +304,49 @@ def main(socket_path: str, watch: int, imports: list[str]) -> None:
         if throwaway == 0:
             os._exit(0)
         os.waitpid(throwaway, 0)
-    # Each child is reaped as it ends (not ignored, so that its CPU time and its kernel's count as this process's
-    # children's, and the grader's accounting sees them when it waits for this process).
-    signal.signal(signal.SIGCHLD, reap)
     if "gptcourse" in sys.modules:
         raise SystemExit("the warm parent imported the course's reference module")
     if threads() != 1:
         raise SystemExit(f"importing {imports} started {threads() - 1} threads: no kernel can be forked from here")
+
+
+def become_heavier(spec: dict, fds: dict[str, int]) -> None:
+    """In a forked child of a parent: a parent that has also imported `spec["imports"]` (transformers, say), serving
+    on its own socket (`spec["socket"]`, in a folder the grader made for it, as for a parent it starts itself) until
+    its own watch pipe closes, and saying "ready" (or why not) on its ready pipe. It pays for those imports only,
+    not for PyTorch's again. Never returns."""
+    try:
+        keep = sorted(fds.values())
+        previous = 3
+        for fd in keep:                                 # this parent's socket, watch pipe and connections: not its
+            os.closerange(previous, fd)
+            previous = fd + 1
+        os.closerange(previous, os.sysconf("SC_OPEN_MAX"))
+        HEAVIER_PARENTS.clear()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)     # load() waits for its own child; serving reaps again
+        socket_path = str(spec["socket"])
+        os.chdir(os.path.join(os.path.dirname(socket_path), "empty"))
+        load([str(name) for name in spec["imports"]])
+        serve_requests(socket_path, fds["watch"], fds["ready"])
+    except BaseException as error:                      # noqa: BLE001 (told to the grader, which starts one itself)
+        try:
+            os.write(fds["ready"], f"{type(error).__name__}: {error}\n".encode())
+        finally:
+            os._exit(70)
+
+
+def serve_requests(socket_path: str, watch: int, ready: int) -> None:
+    """Say "ready" on `ready`, then answer requests on a socket at `socket_path` until `watch` closes."""
+    # Each child is reaped as it ends (not ignored, so that its CPU time and its kernel's count as this process's
+    # children's, and the grader's accounting sees them when it waits for this process).
+    signal.signal(signal.SIGCHLD, reap)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     server.bind(socket_path)
     server.listen(64)
-    print("ready", flush=True)
+    os.write(ready, b"ready\n")
     null = os.open(os.devnull, os.O_WRONLY)             # the grader reads nothing more from it
-    os.dup2(null, 1)
-    os.dup2(null, 2)
+    for fd in {1, 2, ready}:
+        os.dup2(null, fd)
     os.close(null)
     while True:
         ready, _, _ = select.select([server, watch], [], [])
@@ -320,6 +359,7 @@ def main(socket_path: str, watch: int, imports: list[str]) -> None:
                     remove(path)
                 except OSError:
                     pass                                # removed by the grader already
+            wait_for_heavier_parents()
             # Ended at once, without the interpreter's teardown: there is nothing to flush (its output goes to
             # /dev/null), and tearing down PyTorch took 0.7 s that every grading process waited for at its exit.
             os._exit(0)
@@ -329,6 +369,29 @@ def main(socket_path: str, watch: int, imports: list[str]) -> None:
                 answer(connection)
             except OSError:
                 pass                                    # a launcher that went away mid-request
+
+
+def wait_for_heavier_parents(seconds: float = 5.0) -> None:
+    """The heavier parents forked from this one end with the grader too (their watch pipes close with it): waited
+    for, a few seconds at most, so that their CPU time counts as this process's children's."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while HEAVIER_PARENTS and time.monotonic() < deadline:
+        for pid in list(HEAVIER_PARENTS):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid                              # reaped already (reap)
+            if done:
+                HEAVIER_PARENTS.discard(pid)
+        if HEAVIER_PARENTS:
+            time.sleep(0.01)
+
+
+def main(socket_path: str, watch: int, imports: list[str]) -> None:
+    load(imports)
+    serve_requests(socket_path, watch, 1)
 
 
 if __name__ == "__main__":

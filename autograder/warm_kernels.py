@@ -12,6 +12,10 @@ importing PyTorch in each sandbox.
   holds its socket. It answers only this user's processes; the kernels cannot reach the socket (it is not in
   their file system, and they share no network namespace with it).
 - It ends when this process does, however: it waits on a pipe whose other end only this process holds.
+- A parent that has imported more than WARM_IMPORTS (transformers, the compiler), asked for while the one that
+  has imported WARM_IMPORTS runs, is forked from that one (kernel_zygote.become_heavier): it pays for its own
+  imports only, not PyTorch's again. It gets a folder, a socket and a watch pipe of its own, as a parent started
+  by this process does; where the fork fails, or no lighter parent runs yet, it is started as the others are.
 - A parent that cannot start is remembered for this process's run (every kernel then starts cold, flagged);
   one that died is started again for the next kernel. A kernel whose parent fails it starts cold, flagged
   (sandboxed_kernel.main).
@@ -24,6 +28,8 @@ import json
 import os
 import select
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -47,10 +53,25 @@ class WarmParent:
         self.folder = Path(tempfile.mkdtemp(prefix="course-grading-warm-"))     # mode 0700
         self.socket = str(self.folder / "parent")
         self.process: subprocess.Popen | None = None
+        self.pid: int | None = None             # a parent forked from another: not this process's child
+        self._pidfd: int | None = None
         self._watch: int | None = None
 
-    def start(self, timeout: float) -> None:
-        """Start the parent and wait until it has imported everything; raise with what it said if it cannot."""
+    def start(self, timeout: float, lighter: WarmParent | None = None) -> None:
+        """Start the parent (forked from `lighter`, a running parent whose imports are a part of these, where it
+        can be) and wait until it has imported everything; raise with what it said if it cannot."""
+        if lighter is not None:
+            try:
+                (self.folder / "empty").mkdir()
+                watched, self._watch = os.pipe()
+                os.set_inheritable(self._watch, False)
+                self.fork_from(lighter, watched, timeout)
+                return
+            except (OSError, RuntimeError, ValueError):
+                self.stop_forked()                      # started below as any other, in a folder of its own
+                shutil.rmtree(self.folder, ignore_errors=True)
+                self.folder = Path(tempfile.mkdtemp(prefix="course-grading-warm-"))
+                self.socket = str(self.folder / "parent")
         empty = self.folder / "empty"
         empty.mkdir()
         watched, self._watch = os.pipe()
@@ -71,10 +92,57 @@ class WarmParent:
         self.process.stdout.close()
         self.process.stderr.close()       # it writes nothing more: its children write to their kernels' pipes
 
+    def fork_from(self, lighter: WarmParent, watched: int, timeout: float) -> None:
+        """Ask `lighter` for a child that imports what this parent has and it has not, and serves on this parent's
+        socket (kernel_zygote.become_heavier); wait for its "ready"."""
+        readable, ready = os.pipe()
+        try:
+            try:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as connection:
+                    connection.settimeout(timeout)
+                    connection.connect(lighter.socket)
+                    request = {"parent": {"socket": self.socket,
+                                          "imports": [name for name in self.imports if name not in lighter.imports]}}
+                    socket.send_fds(connection, [json.dumps(request).encode()], [watched, ready])
+                    reply = json.loads(connection.recv(4096) or b"{}")
+            finally:
+                os.close(watched)
+                os.close(ready)
+            if not isinstance(reply, dict) or not isinstance(reply.get("pid"), int):
+                raise RuntimeError(str(reply.get("error", "no child")))
+            self.pid = reply["pid"]
+            self._pidfd = os.pidfd_open(self.pid)
+            said = b""
+            while not said.endswith(b"\n"):
+                if not select.select([readable], [], [], timeout)[0]:
+                    raise RuntimeError(f"not ready within {timeout:g} s")
+                chunk = os.read(readable, 4000)
+                if not chunk:
+                    break
+                said += chunk
+            if said != b"ready\n":
+                raise RuntimeError(said.decode(errors="replace").strip() or "it ended before it was ready")
+        finally:
+            os.close(readable)
+
     def alive(self) -> bool:
+        if self._pidfd is not None:
+            return not select.select([self._pidfd], [], [], 0)[0]      # readable once it has ended
         return self.process is not None and self.process.poll() is None
 
+    def stop_forked(self) -> None:
+        """Stop a parent forked from another: wait for it to end (its watch pipe closed), else kill it."""
+        if self._watch is not None:
+            os.close(self._watch)
+            self._watch = None
+        if self._pidfd is not None:
+            if not select.select([self._pidfd], [], [], 10)[0]:
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            os.close(self._pidfd)
+            self._pidfd = None
+
     def stop(self) -> None:
+        self.stop_forked()
         if self._watch is not None:
             os.close(self._watch)          # the parent sees the pipe close and exits
             self._watch = None
@@ -99,21 +167,35 @@ def parent_socket(imports: tuple[str, ...] | None = None) -> tuple[str | None, s
     environment = sandboxed_kernel.kernel_environment()
     key = (sys.executable, tuple(sorted(environment.items())), imports)
     with _lock:
-        if key in _failed:
-            return None, _failed[key]
-        parent = _parents.get(key)
-        if parent is not None and parent.alive():
-            return parent.socket, None
-        if parent is not None:                 # it died: started again for this kernel and the next
-            parent.stop()
-        parent = WarmParent(environment, imports)
-        try:
-            parent.start(grading_environment.value("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT"))
-        except (OSError, RuntimeError) as error:
-            _failed[key] = f"the warm parent could not start ({error})"
-            return None, _failed[key]
-        _parents[key] = parent
-        return parent.socket, None
+        timeout = grading_environment.value("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT")
+        plain, lighter = tuple(grading_environment.WARM_IMPORTS), None
+        # Forked from the lighter parent where that one runs already (a class's earlier notebooks started it);
+        # otherwise started on its own, as soon as possible (a first notebook would wait for both in turn).
+        running = _parents.get((sys.executable, key[1], plain))
+        if imports != plain and set(plain) <= set(imports) and running is not None and running.alive():
+            lighter = running
+        parent, why = _running(key, environment, imports, timeout, lighter)
+        return (parent.socket, None) if parent is not None else (None, why)
+
+
+def _running(key: tuple, environment: dict[str, str], imports: tuple[str, ...], timeout: float,
+             lighter: WarmParent | None = None) -> tuple[WarmParent | None, str | None]:
+    """The running parent of `key`, started now if there is none (called with _lock held)."""
+    if key in _failed:
+        return None, _failed[key]
+    parent = _parents.get(key)
+    if parent is not None and parent.alive():
+        return parent, None
+    if parent is not None:                     # it died: started again for this kernel and the next
+        parent.stop()
+    parent = WarmParent(environment, imports)
+    try:
+        parent.start(timeout, lighter)
+    except (OSError, RuntimeError) as error:
+        _failed[key] = f"the warm parent could not start ({error})"
+        return None, _failed[key]
+    _parents[key] = parent
+    return parent, None
 
 
 def running() -> list[WarmParent]:

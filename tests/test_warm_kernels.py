@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import re
+import sys
 import threading
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import grading_environment, warm_kernels
+from autograder import grading_environment, sandboxed_kernel, warm_kernels
 from autograder.cells import FLAGS
 
 pytestmark = pytest.mark.grading
@@ -332,6 +333,8 @@ def test_a_notebook_importing_transformers_gets_a_parent_that_has_and_grades_as_
         warm = [grade([TRANSFORMERS_BEFORE, TRANSFORMERS_AFTER], tmp_path / f"warm-{n}")[0] for n in range(2)]
         heavy = [parent for parent in warm_kernels.running() if parent is not base]
         assert len(heavy) == 1 and set(heavy[0].imports) >= set(grading_environment.WARM_PRELOADS["transformers"])
+        # Forked from the lighter parent (it imported transformers, not PyTorch again), as its child.
+        assert heavy[0].process is None and parent_pid(heavy[0].pid) == base.process.pid
         monkeypatch.setenv(grading_environment.KERNELS_VARIABLE, "cold")
         cold = grade([TRANSFORMERS_BEFORE, TRANSFORMERS_AFTER], tmp_path / "cold")[0]
         seen = {}
@@ -357,6 +360,29 @@ def test_a_notebook_importing_transformers_gets_a_parent_that_has_and_grades_as_
                     parent.stop()
                     del warm_kernels._parents[key]
     assert the_parent() is base
+
+
+def parent_pid(pid: int) -> int:
+    return int(re.search(r"^PPid:\s*(\d+)", Path(f"/proc/{pid}/status").read_text(), re.M).group(1))
+
+
+def test_a_heavier_parent_that_cannot_be_forked_is_started_as_any_other(monkeypatch):
+    """A lighter parent that is gone (or refuses) leaves the heavier one to start as its own process."""
+    plain = tuple(grading_environment.WARM_IMPORTS)
+    gone = warm_kernels.WarmParent({}, plain)
+    gone.stop()                                  # no process, no socket: connecting fails
+    environment = sandboxed_kernel.kernel_environment()
+    heavier = plain + ("json",)
+    key = (sys.executable, tuple(sorted(environment.items())), heavier)
+    with warm_kernels._lock:
+        parent, why = warm_kernels._running(key, environment, heavier, 60, gone)
+    try:
+        assert why is None and parent.process is not None and parent.pid is None and parent.alive()
+    finally:
+        with warm_kernels._lock:
+            warm_kernels._parents.pop(key, None)
+        parent.stop()
+    assert not parent.alive() and not Path(parent.socket).exists()
 
 
 def test_warm_imports_follow_what_the_notebook_imports():
