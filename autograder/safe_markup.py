@@ -78,13 +78,24 @@ CLEANED_OUTPUTS = {"text/html", "text/markdown", "text/latex"}
 
 MAX_MARKDOWN_CHARS = 200_000     # a longer markdown cell is shown as text, unparsed
 MAX_HTML_OUTPUT_CHARS = 500_000  # a longer HTML output is reduced to its plain text
+# A browser's parsing algorithm (html5ever's, in nh3) opens every formatting element still open again in each new
+# block: unclosed formatting tags times the tags after them is what a parse can build (a review's 22-KB cell, 1,500
+# `<b>` and 3,000 `<p>`, made a 32-MB notebook and 1.2 GB of the grader's memory). HTML whose formatting tags times
+# its tags exceeds this is shown as text, unparsed: about 25 MB of the grader's memory at most (measured); the
+# masters' cells reach 16,422.
+MOST_TANGLE = 200_000
+FORMATTING_TAG = re.compile(r"<(?:a|b|big|code|em|font|i|nobr|s|small|strike|strong|tt|u)[\s/>]", re.I)
+ANY_TAG = re.compile(r"</?[a-zA-Z]")
 
 
 # --- URLs ----------------------------------------------------------------------------------------------
 
 def url_text(value: str) -> str:
-    """The URL as a browser reads it: entities decoded, spaces and control characters gone."""
-    return IGNORED_IN_URLS.sub("", html.unescape(str(value)))
+    """The URL as a browser reads it from an attribute value its HTML parser has decoded (nh3, html5lib and
+    markdown-it hand values over decoded): spaces and control characters gone, and never decoded again: a value
+    decoded twice reads `http&colon;//..` as `http://..`, which the browser, reading `http&colon;` as a path,
+    resolves to a page of the server that shows the hand-in (found by a review)."""
+    return IGNORED_IN_URLS.sub("", str(value))
 
 
 def safe_link(value: str) -> bool:
@@ -142,11 +153,20 @@ def cleaner(mathml: bool) -> nh3.Cleaner:
                        url_schemes=PROTOCOLS, strip_comments=True, link_rel=None)
 
 
+def tangled(text: str) -> bool:
+    """Whether parsing `text` could build far more than it holds (MOST_TANGLE)."""
+    formatting = len(FORMATTING_TAG.findall(text))
+    return formatting > 0 and formatting * len(ANY_TAG.findall(text)) > MOST_TANGLE
+
+
 def clean_html(element, mathml: bool = True) -> str:
     """HTML reduced to the allow-list: disallowed elements dropped with their text kept as text, but for
     scripts, styles and SVG or MathML not allowed, dropped whole. The `clean_html` filter of the course's HTML
-    exports (nbconvert's own lets relative and scheme-relative links through and escapes rather than drops)."""
+    exports (nbconvert's own lets relative and scheme-relative links through and escapes rather than drops).
+    Tangled HTML (`tangled`) is shown as its text, unparsed."""
     text = element.decode() if isinstance(element, bytes) else str(element)
+    if tangled(text):
+        return "<pre>" + html.escape(text, quote=False) + "</pre>"
     return cleaner(mathml).clean(text)
 
 
@@ -225,6 +245,8 @@ def safe_markdown(source: str, max_chars: int = MAX_MARKDOWN_CHARS) -> tuple[str
     """(the cell's markdown, safe in any renderer; what was done: None, "html" or "text")."""
     if len(source) > max_chars:
         return as_text(shortened(source, max_chars)), "text"
+    if tangled(source):
+        return as_text(source), "text"
     if is_plain(source):
         return source, None
     return one_html_block(clean_html(parser().render(source), mathml=False)), "html"
@@ -252,7 +274,7 @@ def safe_output(output) -> int:
         text = "".join(value) if isinstance(value, list) else value
         if mime in KEPT_OUTPUTS and (not mime.startswith("image/") or raster(text)):
             continue
-        if mime == "text/html" and isinstance(text, str) and len(text) <= MAX_HTML_OUTPUT_CHARS:
+        if mime == "text/html" and isinstance(text, str) and len(text) <= MAX_HTML_OUTPUT_CHARS and not tangled(text):
             cleaned = clean_html(text, mathml=False)
             if cleaned != text:
                 data[mime], changed = cleaned, changed + 1

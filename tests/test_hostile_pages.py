@@ -56,6 +56,11 @@ PAYLOADS = {
     "scheme-relative markdown link": "[x](//evil.example/PWN)",
     "link inside an html block": "<div>\n\n[x](javascript:PWN())\n\n</div>",
     "href in a formula": r"A formula $\href{javascript:PWN()}{x}$",
+    # An entity in the value, decoded once by the parser and again by a judge, reads as a scheme the browser
+    # never sees: it resolves `http&colon;//../..` as a path on the server that shows the page.
+    "entity-encoded scheme link": '<a href="http&amp;colon;//../../PWN">x</a>',
+    "entity-encoded scheme markdown link": "[x](http&amp;colon;//../../PWN)",
+    "entity-encoded scheme image": '<img src="data&amp;colon;image/png;base64,AAAA/PWN">',
 }
 TYPESET = {"href in a formula"}         # a payload once the feedback page typesets it (MathJax's \href)
 # Elements a hand-in may never add to a page (the page's own template has some of them: counted against a
@@ -305,6 +310,28 @@ def test_a_page_of_formulas_is_typeset_in_bounded_time_and_size(config):
     elapsed = time.monotonic() - started
     assert elapsed < 60, f"the page took {elapsed:.0f} s"
     assert len(page) < 2_500_000, f"the page is {len(page):,} characters"
+
+
+@pytest.mark.parametrize("where", ["markdown cell", "html output", "raw cell", "rendered page"])
+def test_tangled_html_is_shown_as_text_not_parsed_into_a_huge_page(where):
+    """A review's 22-KB cell (1,500 unclosed `<b>` each unlike the others, then 3,000 `<p>`) parsed into a 32-MB
+    autograded notebook and 1.2 GB of the grader's memory: a browser's parse opens every formatting element again
+    in each new block. It is shown as its text instead, at about its own size, wherever a hand-in's HTML is read."""
+    from autograder.safe_markup import SafeMarkup, clean_html
+
+    tangle = "<p>" + "".join(f"<b {i:x}>" for i in range(1500)) + "<p>x" * 3000
+    notebook = release()
+    notebook.cells.append(new_markdown_cell(tangle) if where == "markdown cell" else
+                          nbformat.v4.new_raw_cell(tangle) if where == "raw cell" else
+                          new_code_cell("", outputs=[new_output("display_data",
+                                                                data={"text/html": tangle, "text/plain": "x"})]))
+    if where == "rendered page":
+        shown = clean_html(tangle)
+    else:
+        safe, _ = SafeMarkup().preprocess(notebook, {})
+        cell = safe.cells[-1]
+        shown = cell.source if cell.cell_type != "code" else cell.outputs[0]["data"].get("text/html", "")
+    assert len(shown) < 3 * len(tangle) and not re.search(r"<b\b", shown)
 
 
 # --- the summary's lessons ---------------------------------------------------------------------------------------
