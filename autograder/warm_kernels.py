@@ -127,25 +127,27 @@ class WarmParent:
 
     def alive(self) -> bool:
         if self._pidfd is not None:
-            return not select.select([self._pidfd], [], [], 0)[0]      # readable once it has ended
+            return not ended(self._pidfd, 0)
         return self.process is not None and self.process.poll() is None
 
-    def stop_forked(self) -> None:
-        """Stop a parent forked from another: wait for it to end (its watch pipe closed), else kill it."""
+    def release(self) -> None:
+        """Close the watch pipe: the parent ends (stop waits for it)."""
         if self._watch is not None:
             os.close(self._watch)
             self._watch = None
+
+    def stop_forked(self) -> None:
+        """Stop a parent forked from another: wait for it to end (its watch pipe closed), else kill it."""
+        self.release()
         if self._pidfd is not None:
-            if not select.select([self._pidfd], [], [], 10)[0]:
+            if not ended(self._pidfd, 10):
                 signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
             os.close(self._pidfd)
             self._pidfd = None
 
     def stop(self) -> None:
         self.stop_forked()
-        if self._watch is not None:
-            os.close(self._watch)          # the parent sees the pipe close and exits
-            self._watch = None
+        self.release()                     # the parent sees the pipe close and exits
         if self.process is not None and self.process.poll() is None:
             try:
                 self.process.wait(timeout=10)
@@ -153,6 +155,13 @@ class WarmParent:
                 self.process.kill()
                 self.process.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def ended(pidfd: int, timeout: float) -> bool:
+    """Whether the process of `pidfd` has ended (its pidfd turns readable), waiting up to `timeout` seconds."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
 
 
 _parents: dict[tuple, WarmParent] = {}
@@ -206,7 +215,12 @@ def running() -> list[WarmParent]:
 
 @atexit.register
 def stop_all() -> None:
+    """Every parent told to end at once, then waited for: a plain parent waits for the heavier ones forked from it
+    (kernel_zygote.wait_for_heavier_parents), which end only when their own pipes close (found by a review: 5 s at
+    every grading process's exit while they were closed one parent at a time)."""
     with _lock:
+        for parent in _parents.values():
+            parent.release()
         for parent in _parents.values():
             parent.stop()
         _parents.clear()
