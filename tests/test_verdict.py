@@ -114,6 +114,25 @@ def test_limits_and_rules_seen_in_outputs_are_flagged():
     assert "rule broken: no F.layer_norm" in flags
 
 
+@pytest.mark.parametrize("outputs, earned", [
+    ([], 3.0),                                                                    # passed, silently
+    ([new_output("stream", name="stdout", text="passed: the worked example\n")], 3.0),
+    ([new_output("error", ename="AssertionError", evalue="wrong", traceback=[])], 0.0),
+    ([new_output("execute_result", data={"text/plain": "0.5"}, execution_count=1)], 3.0),   # never partial credit
+    ([new_output("stream", name="stdout", text="1.0"),
+      new_output("execute_result", data={"text/plain": "0"}, execution_count=1)], 3.0),
+])
+def test_a_judged_check_scores_all_or_nothing_as_nbgrader_records_it(outputs, earned):
+    """The scoring rule end to end on one cell: judged by the verdict, scored by nbgrader's own determine_grade (what
+    SaveAutoGrades records)."""
+    from nbgrader.utils import determine_grade
+
+    cell = check("test_a", *outputs)
+    cell.metadata["nbgrader"]["points"] = 3
+    judged(Guard({"fingerprint": BASELINE}), [cell], checked=True)
+    assert determine_grade(cell) == (earned, 3.0)
+
+
 def test_record_flags_writes_the_flags_and_the_conditions_into_the_notebook():
     nb, _ = RecordFlags().preprocess(new_notebook(), {FLAGS: ["a flag"], CONDITIONS: ["a condition"]})
     assert nb.metadata[FLAGS] == {"flags": ["a flag"], "conditions": ["a condition"]}
