@@ -109,7 +109,7 @@ class WarmParent:
                 os.close(watched)
                 os.close(ready)
             if not isinstance(reply, dict) or not isinstance(reply.get("pid"), int):
-                raise RuntimeError(str(reply.get("error", "no child")))
+                raise RuntimeError(str(reply.get("error", "no child") if isinstance(reply, dict) else "no child"))
             self.pid = reply["pid"]
             self._pidfd = os.pidfd_open(self.pid)
             said = b""
@@ -146,8 +146,7 @@ class WarmParent:
             self._pidfd = None
 
     def stop(self) -> None:
-        self.stop_forked()
-        self.release()                     # the parent sees the pipe close and exits
+        self.stop_forked()                 # its watch pipe closed: the parent sees it and exits
         if self.process is not None and self.process.poll() is None:
             try:
                 self.process.wait(timeout=10)
