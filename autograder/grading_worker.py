@@ -145,7 +145,7 @@ def _grade(root: Path, assignment, student, files, timeout, not_sent=None) -> Ou
     import nbformat
     from nbgrader.utils import rmtree, temp_attrs
 
-    from autograder.bounded import notebook_limit
+    from autograder.bounded import autograded_limit, notebook_limit
     from autograder.guarded_execute import LAST_TIMES
 
     LAST_TIMES.clear()                     # a notebook refused at intake runs nothing
@@ -196,6 +196,11 @@ def _grade(root: Path, assignment, student, files, timeout, not_sent=None) -> Ou
     # nbgrader's own reading of timestamp.txt (intake.bound_timestamp has set aside one that is not a time).
     timestamp = coursedir.get_existing_timestamp(str(submitted))
     graded = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
+    oversized = sorted(path.name for path in graded.glob("*.ipynb")
+                       if path.is_file() and path.stat().st_size > autograded_limit()) if graded.is_dir() else []
+    if oversized and not error:
+        # Refused here, before the client is sent it (the client refuses it too: record.write_grades).
+        error = f"Refused: {', '.join(oversized)} came out larger than any grader writes"
     autograded = read_folder(graded) if not error and graded.is_dir() else {}
     stages = {name: round(time_s, 3) for name, time_s in LAST_TIMES.items()}
     return Outcome(assignment, student, not error, seconds, worker_name(), error, timestamp, autograded, stages)

@@ -35,6 +35,7 @@ another host; no ids, no styles, no event handlers, no forms, frames, scripts, o
 
 from __future__ import annotations
 
+import contextvars
 import html
 import re
 from functools import lru_cache
@@ -79,12 +80,22 @@ CLEANED_OUTPUTS = {"text/html", "text/markdown", "text/latex"}
 MAX_MARKDOWN_CHARS = 200_000     # a longer markdown cell is shown as text, unparsed
 MAX_HTML_OUTPUT_CHARS = 500_000  # a longer HTML output is reduced to its plain text
 # A browser's parsing algorithm (html5ever's, in nh3) opens every formatting element still open again in each new
-# block: unclosed formatting tags times the tags after them is what a parse can build (a review's 22-KB cell, 1,500
-# `<b>` and 3,000 `<p>`, made a 32-MB notebook and 1.2 GB of the grader's memory). HTML whose formatting tags times
-# its tags exceeds this is shown as text, unparsed: about 25 MB of the grader's memory at most (measured); the
-# masters' cells reach 16,422.
-MOST_TANGLE = 200_000
-FORMATTING_TAG = re.compile(r"<(?:a|b|big|code|em|font|i|nobr|s|small|strike|strong|tt|u)[\s/>]", re.I)
+# block, a copy of its start tag, attributes and all. What a parse can build is estimated from the text, before it
+# is parsed (`rebuilt_estimate`): the formatting start tags' characters (plus a node's cost for each) times the
+# tags. Two reviews measured what the estimate bounds: 1,500 unclosed `<b>` then 3,000 `<p>` (22 KB) made a 32-MB
+# notebook and 1.2 GB of the grader's memory; one `<a title>` of 90 KB before 24,000 `<p>x`, 500 MB; a 196-KB HTML
+# output, 2.4 GB and a killed worker. HTML whose estimate exceeds MOST_REBUILT_CHARS is shown as text, unparsed,
+# and the pieces of one notebook or page share MOST_REBUILT_PER_NOTEBOOK (many small pieces, each within its
+# bound, add up). The masters' largest piece is estimated at 230,384, their largest notebook at 370,244.
+MOST_REBUILT_CHARS = 2_000_000
+MOST_REBUILT_PER_NOTEBOOK = 8_000_000
+NODE_CHARS = 8                   # an element's own cost, beside its tag's characters: `<b></b>` at least
+FORMATTING_TAG = re.compile(r"<(?:a|b|big|code|em|font|i|nobr|s|small|strike|strong|tt|u)[\t\n\f\r />]", re.I)
+# A start tag as HTML's tokenizer reads it (whitespace is HTML's five characters, a quote opens only a value),
+# possessive throughout so that a tag with no end costs one pass: it then runs to the end of the text.
+START_TAG = re.compile(r"""<[a-zA-Z][^\t\n\f\r />]*+(?:[\t\n\f\r /]*+[^\t\n\f\r />][^\t\n\f\r /=>]*+"""
+                       r"""(?:[\t\n\f\r ]*+=[\t\n\f\r ]*+(?:"[^"]*+"|'[^']*+'|[^\t\n\f\r >]*+))?+)*+"""
+                       r"""[\t\n\f\r /]*+>""")
 ANY_TAG = re.compile(r"</?[a-zA-Z]")
 
 
@@ -153,19 +164,50 @@ def cleaner(mathml: bool) -> nh3.Cleaner:
                        url_schemes=PROTOCOLS, strip_comments=True, link_rel=None)
 
 
+def rebuilt_estimate(text: str, enough: int = MOST_REBUILT_CHARS) -> int:
+    """At most how many characters parsing `text` can build by opening formatting elements again: their start
+    tags' characters, plus NODE_CHARS each, times the text's tags (counted no further once past `enough`)."""
+    formatting = FORMATTING_TAG.findall(text)
+    if not formatting:
+        return 0
+    tags = len(ANY_TAG.findall(text))
+    copied = NODE_CHARS * len(formatting)
+    for found in FORMATTING_TAG.finditer(text):
+        # Each candidate on its own (one inside another's quotes is counted too): an overcount, never an under.
+        tag = START_TAG.match(text, found.start())
+        copied += len(tag.group()) if tag else len(text) - found.start()
+        if copied * tags > enough:
+            break
+    return copied * tags
+
+
 def tangled(text: str) -> bool:
-    """Whether parsing `text` could build far more than it holds (MOST_TANGLE)."""
-    formatting = len(FORMATTING_TAG.findall(text))
-    return formatting > 0 and formatting * len(ANY_TAG.findall(text)) > MOST_TANGLE
+    """Whether parsing `text` could build far more than it holds (`rebuilt_estimate` past MOST_REBUILT_CHARS)."""
+    return rebuilt_estimate(text) > MOST_REBUILT_CHARS
+
+
+# What the pieces of the notebook or page being made may still rebuild together (SafeMarkup sets it per notebook).
+rebuilt_allowance: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("rebuilt_allowance", default=None)
+
+
+def within_allowance(text: str) -> bool:
+    """Whether `text` may be parsed: within its own bound, and within what its notebook has left (then spent)."""
+    estimate = rebuilt_estimate(text)
+    left = rebuilt_allowance.get()
+    if estimate > MOST_REBUILT_CHARS or (left is not None and estimate > left[0]):
+        return False
+    if left is not None:
+        left[0] -= estimate
+    return True
 
 
 def clean_html(element, mathml: bool = True) -> str:
     """HTML reduced to the allow-list: disallowed elements dropped with their text kept as text, but for
     scripts, styles and SVG or MathML not allowed, dropped whole. The `clean_html` filter of the course's HTML
     exports (nbconvert's own lets relative and scheme-relative links through and escapes rather than drops).
-    Tangled HTML (`tangled`) is shown as its text, unparsed."""
+    Tangled HTML (`within_allowance`) is shown as its text, unparsed."""
     text = element.decode() if isinstance(element, bytes) else str(element)
-    if tangled(text):
+    if not within_allowance(text):
         return "<pre>" + html.escape(text, quote=False) + "</pre>"
     return cleaner(mathml).clean(text)
 
@@ -356,7 +398,11 @@ class SafeMarkup(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         if not self.enabled:
             return nb, resources
-        changed = sum(safe_cell(cell, self.max_markdown_chars) for cell in nb.cells)
+        allowance = rebuilt_allowance.set([MOST_REBUILT_PER_NOTEBOOK])
+        try:
+            changed = sum(safe_cell(cell, self.max_markdown_chars) for cell in nb.cells)
+        finally:
+            rebuilt_allowance.reset(allowance)
         if changed:
             self.log.warning("Made %d pieces of markup safe in the hand-in (raw HTML, links, images or "
                              "active outputs a page must not run)", changed)

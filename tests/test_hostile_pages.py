@@ -312,14 +312,26 @@ def test_a_page_of_formulas_is_typeset_in_bounded_time_and_size(config):
     assert len(page) < 2_500_000, f"the page is {len(page):,} characters"
 
 
+TANGLES = {
+    # 1,500 unclosed formatting elements, each unlike the others, opened again in each of 3,000 blocks.
+    "many elements": "<p>" + "".join(f"<b {i:x}>" for i in range(1500)) + "<p>x" * 3000,
+    # One element whose kept attribute is long, copied into each of 24,000 blocks (a second review: 90 KB of
+    # title made 500 MB; a 196-KB HTML output, 2.4 GB and the worker killed).
+    "long attributes": '<p><a title="' + "t" * 20_000 + '">' + "<p>x" * 24_000,
+    "long code class": '<p><code class="' + "c" * 20_000 + '">' + "<p>x" * 24_000,
+}
+
+
+@pytest.mark.parametrize("tangle", TANGLES)
 @pytest.mark.parametrize("where", ["markdown cell", "html output", "raw cell", "rendered page"])
-def test_tangled_html_is_shown_as_text_not_parsed_into_a_huge_page(where):
+def test_tangled_html_is_shown_as_text_not_parsed_into_a_huge_page(where, tangle):
     """A review's 22-KB cell (1,500 unclosed `<b>` each unlike the others, then 3,000 `<p>`) parsed into a 32-MB
     autograded notebook and 1.2 GB of the grader's memory: a browser's parse opens every formatting element again
-    in each new block. It is shown as its text instead, at about its own size, wherever a hand-in's HTML is read."""
+    in each new block, attributes and all. It is shown as its text instead, at about its own size, wherever a
+    hand-in's HTML is read."""
     from autograder.safe_markup import SafeMarkup, clean_html
 
-    tangle = "<p>" + "".join(f"<b {i:x}>" for i in range(1500)) + "<p>x" * 3000
+    tangle = TANGLES[tangle]
     notebook = release()
     notebook.cells.append(new_markdown_cell(tangle) if where == "markdown cell" else
                           nbformat.v4.new_raw_cell(tangle) if where == "raw cell" else
@@ -331,7 +343,21 @@ def test_tangled_html_is_shown_as_text_not_parsed_into_a_huge_page(where):
         safe, _ = SafeMarkup().preprocess(notebook, {})
         cell = safe.cells[-1]
         shown = cell.source if cell.cell_type != "code" else cell.outputs[0]["data"].get("text/html", "")
-    assert len(shown) < 3 * len(tangle) and not re.search(r"<b\b", shown)
+    assert len(shown) < 3 * len(tangle) and not re.search(r"<(b|a|code)\b", shown)
+
+
+def test_many_small_tangles_share_one_allowance_per_notebook():
+    """Each piece within its own bound, many pieces add up: 400 cells of 1.3 KB, each parsed into 107 KB, would make
+    a 43-MB notebook from 515 KB. A notebook's pieces share one allowance; past it they are shown as text."""
+    from autograder.safe_markup import SafeMarkup
+
+    piece = "<p>" + "".join(f"<b {i:x}>" for i in range(150)) + "<p>x" * 100
+    notebook = release()
+    notebook.cells += [new_markdown_cell(piece) for _ in range(400)]
+    safe, _ = SafeMarkup().preprocess(notebook, {})
+    shown = sum(len(cell.source) for cell in safe.cells[-400:])
+    assert shown < 10 * 400 * len(piece), f"{shown:,} characters from {400 * len(piece):,}"
+    assert sum("<b" in cell.source for cell in safe.cells[-400:]) >= 1      # the first pieces are still parsed
 
 
 # --- the summary's lessons ---------------------------------------------------------------------------------------
