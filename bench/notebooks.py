@@ -30,6 +30,7 @@ from tools.notebooks import execute, executed_name
 BUDGETED_LESSONS = {
     "book/10-tokens-and-evaluation.md": ("Lesson 10 (tokens and evaluation: two trainings)", 60),
     "book/11-training-recipe.md": ("Lesson 11 (the training recipe: twelve trainings)", 90),
+    "book/12-looking-inside.md": ("Lesson 12 (looking inside: four trainings)", 90),
 }
 
 

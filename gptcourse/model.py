@@ -32,6 +32,7 @@ class GPTConfig:
     qkv_bias: bool = True      # lesson 6: the 12D^2 + 10D block has no Q/K/V bias
     residual: bool = True      # lesson 8: take the residual additions away
     norm: bool = True          # lesson 8: take the LayerNorms away
+    mlp: bool = True           # lesson 12: an attention-only model, whose circuits are easiest to read
 
 
 # --- the smallest parts -----------------------------------------------------------------------------
@@ -131,7 +132,8 @@ class GPTBlock(nn.Module):
         a = x + drop(attn(ln1(x)))
         y = a + drop(down(gelu(up(ln2(a)))))
 
-    With `cfg.residual` or `cfg.norm` off it becomes the ablated block of lesson 8.
+    With `cfg.residual` or `cfg.norm` off it becomes the ablated block of lesson 8; with `cfg.mlp` off,
+    the attention-only block of lesson 12 (no ln2, up or down: only the first line).
     """
 
     def __init__(self, cfg: GPTConfig):
@@ -139,14 +141,18 @@ class GPTBlock(nn.Module):
         self.residual = cfg.residual
         self.ln1 = nn.LayerNorm(cfg.width, eps=cfg.eps) if cfg.norm else nn.Identity()
         self.attn = GPTAttention(cfg)
-        self.ln2 = nn.LayerNorm(cfg.width, eps=cfg.eps) if cfg.norm else nn.Identity()
-        self.up = nn.Linear(cfg.width, 4 * cfg.width)
-        self.down = nn.Linear(4 * cfg.width, cfg.width)
+        self.has_mlp = cfg.mlp
+        if cfg.mlp:
+            self.ln2 = nn.LayerNorm(cfg.width, eps=cfg.eps) if cfg.norm else nn.Identity()
+            self.up = nn.Linear(cfg.width, 4 * cfg.width)
+            self.down = nn.Linear(4 * cfg.width, cfg.width)
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         update = self.drop(self.attn(self.ln1(x)))
         x = x + update if self.residual else update
+        if not self.has_mlp:
+            return x
         update = self.drop(self.down(gelu_tanh(self.up(self.ln2(x)))))
         return x + update if self.residual else update
 

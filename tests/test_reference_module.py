@@ -156,3 +156,14 @@ def test_ablation_switches_remove_the_residual_and_the_norms():
         block.down.weight.zero_()
         block.down.bias.zero_()
     assert torch.count_nonzero(block(torch.randn(1, 4, 16))) == 0    # nothing carries x forward
+
+
+def test_an_attention_only_block_adds_only_its_attention_to_the_stream():
+    """Lesson 12's switch: no ln2, up or down, and the block is x + attn(ln1(x))."""
+    torch.manual_seed(0)
+    block = GPTBlock(GPTConfig(width=16, heads=2, mlp=False)).eval()
+    assert not any(hasattr(block, name) for name in ("ln2", "up", "down"))
+    assert count_parameters(block) == 4 * 16 * 16 + 4 * 16 + 2 * 16     # attention and ln1 only
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        assert torch.equal(block(x), x + block.attn(block.ln1(x)))
