@@ -76,7 +76,7 @@ def test_switching_off_an_induction_head_raises_only_the_loss_after_the_repeat(v
     previous = values["previous_key"]
     assert ablation[previous]["mean"][1] - base_after > 1.0
     assert float(values["mean_before_most"]) < 0.2
-    assert float(values["zero_before_most"]) >= float(values["mean_before_most"])
+    assert float(values["zero_before_most"]) > float(values["mean_before_most"]) + 0.3   # the page's contrast
 
 
 def test_patching_names_the_induction_heads_as_carrying_the_answer(values):
