@@ -87,7 +87,8 @@ def configure(c):
     # Assignments whose checks run in the checker (autograder/checker/): a process beside the kernel that never
     # runs the student's code, reaching the student's names as values and handles. The others still run their
     # test cells in the student's kernel, under the guard (issue 58: the rest follow as their checks are ported).
-    c.GuardedExecute.checked = ["01-layernorm", "02-mlp", "03-block", "04-gpt", "05-training", "06-gpt2-weights"]
+    c.GuardedExecute.checked = ["01-layernorm", "02-mlp", "03-block", "04-gpt", "05-training", "06-gpt2-weights",
+                                "07-looking-inside"]
 
     # Rules an assignment states; a forbidden function called from the student's code fails every check
     # that runs that code, and the submission is flagged. (Importing the course's reference module gptcourse
