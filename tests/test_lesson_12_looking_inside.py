@@ -64,6 +64,12 @@ def test_every_seed_grows_a_previous_token_head_in_layer_0_and_an_induction_head
     assert values["previous_head_in_layer_0"] is True and values["induction_head_in_layer_1"] is True
 
 
+def test_the_induction_heads_form_when_the_loss_falls(values):
+    """Expert review: the drop is tied to the heads forming by scoring the copies kept during training."""
+    for seed, (before, after) in values["formed"].items():
+        assert after > before + 0.4 and after > 0.6, (seed, before, after)
+
+
 def test_switching_off_an_induction_head_raises_only_the_loss_after_the_repeat(values):
     base_before, base_after = values["ablation_base"]
     ablation, induction = values["ablation"], values["induction_heads_seed0"]
@@ -75,6 +81,10 @@ def test_switching_off_an_induction_head_raises_only_the_loss_after_the_repeat(v
         assert abs(before - base_before) < 0.2, key
     previous = values["previous_key"]
     assert ablation[previous]["mean"][1] - base_after > 1.0
+    off = values["previous_off"]
+    assert sorted(off) == [0, 1, 2] and off[0] == pytest.approx(ablation[previous]["mean"][1], abs=1e-6)
+    shared = [seed for seed in off if off[seed] < 1.5]
+    assert values["previous_shared_text"].startswith("Where it stays low" if shared else "In every seed")
     assert float(values["mean_before_most"]) < 0.2
     assert float(values["zero_before_most"]) > float(values["mean_before_most"]) + 0.3   # the page's contrast
 
@@ -85,11 +95,13 @@ def test_patching_names_the_induction_heads_as_carrying_the_answer(values):
     assert all(recovered[key] > 0.4 for key in induction)
     assert recovered[values["previous_key"]] < 0.3
     assert float(values["clean_logprob"]) > float(values["corrupted_logprob"]) + 2
+    # Expert review: the patched previous-token head steers the induction heads to the wrong token's place.
+    assert values["steered_value"] > values["unsteered_value"] + 0.5
 
 
 def test_lesson_has_its_figures(executions):
     figures = glued(executions[LESSON].output)
-    for name in ("fig_logit_lens", "fig_attribution", "fig_copy_training", "fig_patterns"):
+    for name in ("fig_logit_lens", "fig_attribution", "fig_copy_training", "fig_formation", "fig_patterns"):
         assert "image/png" in figures[name], name
 
 
