@@ -331,3 +331,11 @@ add_round("handins_round7", {"mro_03_both": "03-block", "mro_05_both": "05-train
 # before the call, so the write passed for the optimizer's decay. They now refuse a param_groups that changes any
 # value of the model.
 add_round("handins_round8", {"groups_prescale": "05-training"})
+
+# --- the ninth round (atk-14), assignment 7: answers from memory and from the visible tests ---------------------------
+# memo_find and memo_patterns: hooks left registered, hidden from the checks that asked the same model twice by a
+# memory of the first answers; visible_table: the visible models' answers by their shapes, where no hidden part
+# looked further. The repeated calls now meet new weights on the same model object and are judged against the
+# checker's own answers, and test_find_induction checks a hidden model shuffled for each hand-in.
+add_round("handins_round9", {"memo_find": "07-looking-inside", "memo_patterns": "07-looking-inside",
+                             "visible_table": "07-looking-inside"})
