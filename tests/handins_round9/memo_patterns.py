@@ -25,27 +25,8 @@ def attention_patterns(model, ids):
         patterns.append(torch.softmax(scores.masked_fill(later, float("-inf")), dim=-1))
     return torch.stack(patterns).detach()
 '''
-ATTACK = '''
-seen = []
-
-
-def _attention_patterns_leaky(model, ids):
-    """Every layer's attention weights on ids [B, T]: a tensor [layers, B, heads, T, T]."""
-    seen.clear()
-    for block in model.blocks:
-        block.attn.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach()))
-    with torch.no_grad():
-        model(ids)
-    patterns = []
-    for block, x in zip(model.blocks, seen):
-        B, T, D = x.shape
-        heads = block.attn.heads
-        q, k, _ = (t.view(B, T, heads, D // heads).transpose(1, 2) for t in block.attn.qkv(x).split(D, dim=-1))
-        scores = q @ k.transpose(-2, -1) / math.sqrt(D // heads)
-        later = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-        patterns.append(torch.softmax(scores.masked_fill(later, float("-inf")), dim=-1))
-    return torch.stack(patterns).detach()
-
+# The attack: the floor under another name, called by a wrapper that holds the trick.
+TRICK = '''
 
 _patterns_seen = {}     # (weights, ids) -> the answer: the trick, a function with memory
 
@@ -61,6 +42,7 @@ def attention_patterns(model, ids):
         _patterns_seen[key] = _attention_patterns_leaky(model, ids)
     return _patterns_seen[key].clone()
 '''
+ATTACK = FLOOR.replace("def attention_patterns(", "def _attention_patterns_leaky(", 1) + TRICK
 CELLS = {"floor": {"attention_patterns": FLOOR}, "attack": {"attention_patterns": ATTACK}}
 # On the code before the fix: floor 20, attack 21 of 21 (test_patterns_again's point). The calls now meet new
 # weights each time and are compared with the checker's own patterns.
