@@ -2,12 +2,14 @@
 
 Everything a worker needs besides its tasks is given when the worker starts or joins, never by a task: a
 task (grading_worker.grade_submission) changes nothing of its process. A local cluster (one single-threaded
-worker process per core) starts its workers with the grading environment in their own environment (the
-limits' variables, the kernels' thread count, this virtual environment first on PATH) and sends their output
-to the course's log (WorkerLog). A running cluster (`--scheduler`) gets the same through worker plugins
-registered for the run and removed after it: CourseCode puts this grading package on machines that have only
-the pinned environment (its folder stays on the worker, off the import path), GradingEnvironment sets the
-variables while the run lasts. Both have fixed names: grade one run at a time on a cluster.
+worker process per core) forks its workers from a fork server that has imported what grading imports
+(`forking_workers`), gives them the grading environment (the limits' variables, the kernels' thread count,
+this virtual environment first on PATH) on top of this process's own, as a new process would inherit it
+(ProcessState), and sends their output to the course's log (WorkerLog). A running cluster (`--scheduler`)
+gets the same through worker plugins registered for the run and removed after it: CourseCode puts this
+grading package on machines that have only the pinned environment (its folder stays on the worker, off the
+import path), GradingEnvironment sets the variables while the run lasts. Both have fixed names: grade one
+run at a time on a cluster.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import multiprocessing
 import os
 import shutil
 import sys
@@ -50,6 +53,49 @@ class WorkerLog(WorkerPlugin):
         os.dup2(handle, 1)
         os.dup2(handle, 2)
         os.close(handle)
+
+
+class ProcessState(WorkerPlugin):
+    """A local cluster's worker forked from the fork server (`forking_workers`) has that server's environment,
+    working folder and umask, from when it started, not this process's now: it gets exactly what a freshly
+    started process would have inherited, before any task."""
+
+    name = "course-grading-process-state"
+
+    def __init__(self, environment: dict[str, str]):
+        self.environment = {**os.environ, **environment}
+        self.folder = os.getcwd()
+        self.umask = current_umask()
+
+    def setup(self, worker) -> None:
+        for name in set(os.environ) - set(self.environment):
+            del os.environ[name]
+        os.environ.update(self.environment)
+        os.chdir(self.folder)
+        os.umask(self.umask)
+
+
+def current_umask() -> int:
+    """This process's umask, read without setting it (os.umask would change it for every thread meanwhile)."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
+
+
+# What a worker imports to grade, imported once by the fork server its local cluster's workers start from.
+WORKER_IMPORTS = ["distributed", "psutil", "nbformat", "nbgrader.apps.autogradeapp", "nbgrader.converters",
+                  "nbgrader.preprocessors", "nbclient", "jupyter_client", "nbconvert"]
+
+
+def forking_workers() -> None:
+    """Start a local cluster's workers from multiprocessing's fork server, which has imported WORKER_IMPORTS,
+    rather than as new Python processes (Dask's default) that import them again, about 2.8 CPU-s a worker: a
+    process that grades many times (a hub's grading service, the test suite) or starts a worker per core pays
+    the imports once. Call inside Dask's configuration of the fork server ("forkserver" as the
+    multiprocessing method)."""
+    from distributed.utils import get_mp_context
+
+    get_mp_context()                        # Dask's own preload list, set once; this process's goes after it
+    multiprocessing.get_context("forkserver").set_forkserver_preload(WORKER_IMPORTS)
 
 
 class GradingEnvironment(WorkerPlugin):
@@ -161,7 +207,9 @@ def cluster_client(scheduler: str | None, workers: int, environment: dict[str, s
     only_health = ["distributed.http.health"]
     with dask.config.set({"distributed.nanny.pre-spawn-environ": quiet, "temporary-directory": scratch,
                           "distributed.scheduler.http.routes": only_health,
-                          "distributed.worker.http.routes": only_health}):
+                          "distributed.worker.http.routes": only_health,
+                          "distributed.worker.multiprocessing-method": "forkserver"}):
+        forking_workers()
         # No dashboard; the scheduler's health check on a free port of loopback, not Dask's 8787 on every
         # interface.
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
@@ -170,6 +218,7 @@ def cluster_client(scheduler: str | None, workers: int, environment: dict[str, s
                                local_directory=scratch)
         try:
             with Client(cluster) as client:
+                client.register_plugin(ProcessState(environment))
                 client.register_plugin(WorkerLog(log))
                 yield client
         finally:
