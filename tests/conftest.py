@@ -25,9 +25,7 @@ A job on the built site (the browser's tour of every page) is named the same way
 `pytest.mark.after_site.with_args(FUNCTION)` on the tests that read it: the background thread runs
 FUNCTION(html folder) as soon as the site is built, and `after_site_result` hands its result over.
 The catalog's fast path starts in a background thread of its own once the tests are collected
-(tests/grading_fixtures.py, `Mutants`). The lessons, their reruns and the catalog run at a lower CPU priority
-than the tests (tests/priority.py), the site's build and tour at the same. `--lessons-inline` turns all of
-this off.
+(tests/grading_fixtures.py, `Mutants`). `--lessons-inline` turns all of this off.
 Lessons execute through the build's execution cache (tools/cache.py, `_build/.jupyter_cache`: the only
 thing a test writes outside its temporary folders, besides the review material in `_build/test-output`),
 always afresh, and are cached when they ran cleanly, so `make book` after `make test` starts no kernel.
@@ -42,7 +40,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.priority import at_lower_priority
 from tools.course import COURSE
 
 pytest_plugins = ["tests.grading_fixtures", "tests.markers"]
@@ -150,8 +147,7 @@ class Background(threading.Thread):
 
         markers.BACKGROUND.active = True          # not charged to whichever test runs meanwhile
         try:
-            self.executions = at_lower_priority(execute_needed, self.needed, self.folder / "executed", self.workers,
-                                                threads=1)
+            self.executions = execute_needed(self.needed, self.folder / "executed", self.workers, threads=1)
             self.lessons_done.set()
             if self.wants_site:
                 self.site, self.site_error = build_site(self.executions, self.folder / "site")
@@ -171,7 +167,7 @@ class Background(threading.Thread):
             folder = self.folder / f"rerun-{index}"
             folder.mkdir()
             try:
-                self.reruns[job] = at_lower_priority(job, folder)
+                self.reruns[job] = job(folder)
             except BaseException as error:        # noqa: BLE001 (re-raised in the test that reads it)
                 self.reruns[job] = error
 

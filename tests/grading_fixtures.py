@@ -162,10 +162,9 @@ class Mutants:
         self.running.start()
 
     def _background(self) -> None:
-        from tests import markers, priority
+        from tests import markers
 
         markers.BACKGROUND.active = True          # not charged to whichever test runs meanwhile
-        priority.lower_this_thread()              # the tests first (tests/priority.py)
         try:
             self.scratch = Path(tempfile.mkdtemp(prefix="course-catalog-"))
             course = grading.make_course(self.scratch / "course")
