@@ -19,6 +19,7 @@ import io
 import logging
 import multiprocessing
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -57,8 +58,9 @@ class WorkerLog(WorkerPlugin):
 
 class ProcessState(WorkerPlugin):
     """A local cluster's worker forked from the fork server (`forking_workers`) has that server's environment,
-    working folder and umask, from when it started, not this process's now: it gets exactly what a freshly
-    started process would have inherited, before any task."""
+    working folder and umask, from when it started, not this process's now: it gets this process's, as a newly
+    started process would inherit them, before any task. (What cannot be reset from inside, the limits and
+    priority, is `inherited_state`'s: the server is started again when that changes.)"""
 
     name = "course-grading-process-state"
 
@@ -81,21 +83,42 @@ def current_umask() -> int:
         return next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
 
 
+def inherited_state() -> tuple:
+    """What a process started from this thread inherits and a worker cannot take back or reset for itself: the
+    resource limits (a hard limit is never raised again), the scheduling priority (never raised without
+    privilege), the CPU affinity and the control groups."""
+    limits = tuple((name, resource.getrlimit(getattr(resource, name)))
+                   for name in sorted(dir(resource)) if name.startswith("RLIMIT_"))
+    with open("/proc/self/cgroup") as groups:
+        return limits, os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)), groups.read()
+
+
 # What a worker imports to grade, imported once by the fork server its local cluster's workers start from.
 WORKER_IMPORTS = ["distributed", "psutil", "nbformat", "nbgrader.apps.autogradeapp", "nbgrader.converters",
                   "nbgrader.preprocessors", "nbclient", "jupyter_client", "nbconvert"]
+_server_state: tuple | None = None        # inherited_state() when this process's fork server was last set up
 
 
 def forking_workers() -> None:
     """Start a local cluster's workers from multiprocessing's fork server, which has imported WORKER_IMPORTS,
     rather than as new Python processes (Dask's default) that import them again, about 2.8 CPU-s a worker: a
     process that grades many times (a hub's grading service, the test suite) or starts a worker per core pays
-    the imports once. Call inside Dask's configuration of the fork server ("forkserver" as the
-    multiprocessing method)."""
+    the imports once. The server lives as long as this process; one started under other limits, priority,
+    affinity or control groups is stopped first, so that the next worker starts a new one under this
+    process's. Call inside Dask's configuration of the fork server ("forkserver" as the multiprocessing
+    method), one run at a time in a process."""
+    global _server_state
+    from multiprocessing import forkserver
+
     from distributed.utils import get_mp_context
 
     get_mp_context()                        # Dask's own preload list, set once; this process's goes after it
+    state = inherited_state()
+    if _server_state is not None and state != _server_state:
+        # multiprocessing has no public way to stop its fork server; `_stop` is the one its own tests use.
+        forkserver._forkserver._stop()
     multiprocessing.get_context("forkserver").set_forkserver_preload(WORKER_IMPORTS)
+    _server_state = state
 
 
 class GradingEnvironment(WorkerPlugin):

@@ -419,16 +419,11 @@ class WorkerPeaks(threading.Thread):
         self.done = threading.Event()
 
     def run(self):
-        import psutil
+        from tests.worker_processes import local_workers
 
         while not self.done.is_set():
-            for child in psutil.Process().children(recursive=True):
-                try:
-                    line = " ".join(child.cmdline())
-                except psutil.Error:
-                    continue
-                if "multiprocessing" in line and "bwrap" not in line and "ipykernel" not in line:
-                    self.peaks[child.pid] = max(self.peaks.get(child.pid, 0), peak_kb(child.pid))
+            for worker in local_workers():
+                self.peaks[worker.pid] = max(self.peaks.get(worker.pid, 0), peak_kb(worker.pid))
             time.sleep(0.05)
 
 

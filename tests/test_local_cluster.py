@@ -39,3 +39,26 @@ def test_a_forked_worker_has_this_process_state_not_the_fork_servers(tmp_path, m
         assert environment["COURSE_TEST_GIVEN"] == "for this run"
         assert worker["folder"] == str(folder)
         assert worker["umask"] == 0o077
+
+
+def open_files_limit() -> tuple[int, int]:
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def test_a_forked_worker_has_this_process_limits_after_they_changed(tmp_path):
+    """What a worker cannot reset for itself (a limit, here the soft limit on open files) is this process's too:
+    the fork server started under other limits is replaced."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    seen = []
+    for run, limit in enumerate([soft - 1, soft]):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+        try:
+            with cluster_client(None, 1, {}, tmp_path / f"run-{run}.log") as client:
+                seen += [tuple(limits) for limits in client.run(open_files_limit).values()]
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert seen == [(soft - 1, hard), (soft, hard)]

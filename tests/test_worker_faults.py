@@ -29,6 +29,7 @@ import psutil
 import pytest
 
 from tests.test_cluster import stop
+from tests.worker_processes import local_workers
 from autograder import grade_class
 from tools import grading
 from tools.course import COURSE, Course, tool_env
@@ -116,12 +117,8 @@ def peak_memory(pid: int) -> int:
 def watch_workers(peaks: dict[int, int], done: threading.Event) -> None:
     """Record the peak memory of every Dask worker process this test process started (a local cluster's)."""
     while not done.is_set():
-        for child in psutil.Process().children():
-            try:
-                if any("multiprocessing" in part for part in child.cmdline()):
-                    peaks[child.pid] = max(peaks.get(child.pid, 0), peak_memory(child.pid))
-            except psutil.Error:
-                pass
+        for worker in local_workers():
+            peaks[worker.pid] = max(peaks.get(worker.pid, 0), peak_memory(worker.pid))
         done.wait(0.2)
 
 
