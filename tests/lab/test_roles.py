@@ -100,6 +100,11 @@ class Lab:
         self.pwned: list[str] = []        # every request to a URL naming "pwned", from any tab or frame
         self.context.on("request", lambda request: "pwned" in request.url.lower() and self.pwned.append(
             f"{request.method} {request.url}" + (IN_A_FRAME if request.frame.parent_frame else "")))
+        # On a loaded machine a kernel's start can fail once (jupyter_server's kernel list races the start), and
+        # JupyterLab then asks "Select Kernel", the notebook's own preselected (seen once in a full run): a student
+        # clicks Select, and so does Playwright whenever that dialog stands in the way of an action.
+        self.page.add_locator_handler(self.page.locator(".jp-Dialog", has_text="Select Kernel"),
+                                      lambda dialog: dialog.get_by_role("button", name="Select").click())
         self.page.goto(server.lab(), wait_until="commit")
 
     def ready(self) -> "Lab":
