@@ -398,17 +398,6 @@ def submissions() -> list[grading.Submission]:
                                  extra_files=files) for student, files in HOSTILE.items())]
 
 
-def peak_kb(pid: int) -> int:
-    """A process's peak resident memory so far (VmHWM), in KB; 0 once it is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 class WorkerPeaks(threading.Thread):
     """Polls the peak memory (VmHWM, exact whenever read) of this process's Dask worker processes while a class
     is graded; the grading kernels (bubblewrap and what runs in it) are not the workers' memory."""
@@ -419,7 +408,7 @@ class WorkerPeaks(threading.Thread):
         self.done = threading.Event()
 
     def run(self):
-        from tests.worker_processes import local_workers
+        from tests.worker_processes import local_workers, peak_kb
 
         while not self.done.is_set():
             for worker in local_workers():

@@ -29,7 +29,7 @@ import psutil
 import pytest
 
 from tests.test_cluster import stop
-from tests.worker_processes import local_workers
+from tests.worker_processes import local_workers, peak_kb
 from autograder import grade_class
 from tools import grading
 from tools.course import COURSE, Course, tool_env
@@ -104,21 +104,11 @@ def flags(course: Path, student: str) -> str:
     return " ".join(grading.grader_flags(grading.autograded_notebook(course, A, student)))
 
 
-def peak_memory(pid: int) -> int:
-    """The process's peak resident memory (VmHWM), in bytes; 0 once it is gone."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0
-    line = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
-    return int(line.split()[1]) * 2**10
-
-
 def watch_workers(peaks: dict[int, int], done: threading.Event) -> None:
     """Record the peak memory of every Dask worker process this test process started (a local cluster's)."""
     while not done.is_set():
         for worker in local_workers():
-            peaks[worker.pid] = max(peaks.get(worker.pid, 0), peak_memory(worker.pid))
+            peaks[worker.pid] = max(peaks.get(worker.pid, 0), peak_kb(worker.pid) * 2**10)
         done.wait(0.2)
 
 

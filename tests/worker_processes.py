@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import psutil
 
 
@@ -17,3 +19,14 @@ def local_workers() -> list[psutil.Process]:
         except psutil.Error:
             pass
     return found
+
+
+def peak_kb(pid: int) -> int:
+    """A process's peak resident memory so far (VmHWM, exact whenever read), in KB; 0 once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
