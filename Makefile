@@ -38,7 +38,7 @@ book: $(STAMP) $(NPM_STAMP)
 	$(PY) -m tools.build_book
 
 # What the tests need from Debian: bubblewrap (grading kernels run sandboxed by it:
-# autograder/sandboxed_kernel.py), Chromium's headless build (the browser tests; Playwright never downloads a
+# autograder/sandbox/sandboxed_kernel.py), Chromium's headless build (the browser tests; Playwright never downloads a
 # browser of its own), PostgreSQL's server (the shared-gradebook tests start a throwaway one with initdb, which Debian puts
 # off PATH, in /usr/lib/postgresql/<version>/bin) and Node.js's npm. The missing ones are installed by one
 # apt-get run (one `apt-get update`; two apt-gets cannot run at once), as root or through sudo.
@@ -89,7 +89,7 @@ notebooks: $(STAMP)
 	$(PY) -m tools.build_book --notebooks _build/notebooks
 
 # Benchmarks (bench/, not tests): notebook execution, site builds, autograding (stock nbgrader against
-# autograder.grade_class, checked identical), and `.ci/run` in a fresh clone (cold install included).
+# autograder.classgrader.grade_class, checked identical), and `.ci/run` in a fresh clone (cold install included).
 # Figures print and land in _build/bench/; the README's performance table is rewritten from them
 # (bench/published.py).
 # `make bench BENCH_CLASS=100` for a larger synthetic class. Run on a quiet machine.

@@ -9,7 +9,7 @@ readable: it imports only the standard library. Importing it changes nothing, on
 environment. Each limit is a setting of the course's configuration (autograder/limits.py makes a trait of each,
 `c.Limits.memory_gb = 8` in nbgrader_config.py, which hands them to use_limits below), and the grader page
 renders its table from those settings when the site is built. The environment variable of a limit's name
-overrides it for one run, set in the shell that runs `nbgrader autograde` or `python -m autograder.grade_class`.
+overrides it for one run, set in the shell that runs `nbgrader autograde` or `python -m autograder.classgrader`.
 
 The limits cover the whole submission, not one process: memory and processes are counted by a cgroup
 that holds the kernel and everything it starts (where the machine lets the grader create cgroups; see
@@ -147,7 +147,7 @@ def cgroup_parent() -> str | None:
     the hierarchy's root (`/course-grader`, or a systemd unit's `/system.slice/course-grader.service`); each
     kernel's group is made below it. Unset (the default), below the cgroup the grader runs in, which is only
     writable where the grader is root or its own cgroup is delegated. The instructors' page says how an admin
-    delegates one; `python -m autograder.preflight` checks it."""
+    delegates one; `python -m autograder.sandbox.preflight` checks it."""
     setting = os.environ.get(CGROUP_PARENT_VARIABLE, "")
     if not setting:
         return None
@@ -211,8 +211,8 @@ WARM_PARENT_VARIABLE = "COURSE_GRADING_WARM_PARENT"
 
 
 # The kernel every submission runs in, as a Jupyter kernelspec. It is not installed anywhere: the grader
-# hands it to the kernel manager (guarded_execute.SandboxKernelSpecs), with {resource_dir} this package's
-# folder and the graded course's root added as the launcher's second argument (the launcher hides it), so
+# hands it to the kernel manager (guarded_execute.SandboxKernelSpecs), with {resource_dir} the package's
+# sandbox/ folder and the graded course's root added as the launcher's second argument (the launcher hides it), so
 # nothing is written to disk. The launcher runs as a script, loading its own package from the folder it lies
 # in; the submission's folder is never on its import path.
 KERNEL_NAME = "course-sandbox"
@@ -229,7 +229,7 @@ KERNELSPEC = {
 GRADER_PID_VARIABLE = "COURSE_GRADING_GRADER_PID"
 
 # Run in the kernel before the student's first cell: seeds and the tamper guard.
-STARTUP_FILE = "kernel_startup.py"
+STARTUP_FILE = "sandbox/kernel_startup.py"
 
 # Environment passed into the sandbox; everything else (tokens, the grader's paths) stays outside.
 KEPT_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS",

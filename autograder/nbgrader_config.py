@@ -28,18 +28,18 @@ def configure(c):
 
     # The plugins are the grading package's (`autograder`, installed into the course's environment by
     # `make`), whichever copy of the course this file describes.
-    from autograder import sandboxed_kernel
-    from autograder.guarded_execute import GuardedExecute
-    from autograder.intake import BoundedNotebookExporter, Intake, bound_timestamp
-    from autograder.restore import RestoreFromRelease
-    from autograder.verdict import RecordFlags
-    from autograder.withhold import HideHiddenTests
-    from autograder.feedback_math import MATHML_TAGS, TypesetMath
-    from autograder.feedback_summary import FeedbackSummary
-    from autograder.safe_markup import TAGS as SAFE_TAGS, SafeMarkup, allowed_attribute_mathml
+    from autograder.sandbox import sandboxed_kernel
+    from autograder.plugins.guarded_execute import GuardedExecute
+    from autograder.plugins.intake import BoundedNotebookExporter, Intake, bound_timestamp
+    from autograder.plugins.restore import RestoreFromRelease
+    from autograder.plugins.verdict import RecordFlags
+    from autograder.plugins.withhold import HideHiddenTests
+    from autograder.pages.formulas import MATHML_TAGS, TypesetMath
+    from autograder.pages.summary import FeedbackSummary
+    from autograder.pages.safe_markup import TAGS as SAFE_TAGS, SafeMarkup, allowed_attribute_mathml
     from autograder.grading_environment import kernel_arguments, sandbox_enabled, use_limits, value
     from autograder.limits import Limits
-    from autograder.late_policy import CourseLatePolicy
+    from autograder.plugins.late_policy import CourseLatePolicy
     from autograder.notebook import CheckCellMetadata        # nbgrader's, its schema compiled once per process
 
     HERE = Path(__file__).resolve().parent
@@ -50,14 +50,14 @@ def configure(c):
     load_subconfig(str(HERE / "course_directory.py"))  # noqa: F821 (provided by traitlets)
 
     # `nbgrader collect` takes from the exchange only folders a student owns and the files they own, never through
-    # a link: on a hub every student may write into the exchange's inbound (autograder/exchange_collect.py).
-    c.ExchangeFactory.collect = "autograder.exchange_collect.OwnerCheckedCollect"
+    # a link: on a hub every student may write into the exchange's inbound (autograder/plugins/exchange_collect.py).
+    c.ExchangeFactory.collect = "autograder.plugins.exchange_collect.OwnerCheckedCollect"
 
     # `nbgrader zip_collect NAME` takes Canvas's "Download Submissions" zip from autograder/downloaded/NAME/archive/
-    # and finds each student by the roster (autograder/canvas_zip.py; another LMS: nbgrader's own plugins).
+    # and finds each student by the roster (autograder/plugins/canvas_zip.py; another LMS: nbgrader's own plugins).
     c.ZipCollectApp.downloaded_directory = "autograder/downloaded"
-    c.ZipCollectApp.extractor_plugin = "autograder.canvas_zip.CanvasExtractor"
-    c.ZipCollectApp.collector_plugin = "autograder.canvas_zip.CanvasCollector"
+    c.ZipCollectApp.extractor_plugin = "autograder.plugins.canvas_zip.CanvasExtractor"
+    c.ZipCollectApp.collector_plugin = "autograder.plugins.canvas_zip.CanvasCollector"
     c.CanvasCollector.roster = str(HERE / "roster.csv")
 
     # The limits of one graded submission (autograder/limits.py, declared in grading_environment.py): each is a
@@ -121,8 +121,8 @@ def configure(c):
     # only; images only inline raster data), active outputs reduced to text (safe_markup.py). It leaves
     # error outputs and the release's own cells as they are, so it changes no score.
     # The gradebook's writers come last, reading the notebook as it is written to autograded/: the class
-    # grader runs them on the client, over the notebooks its workers return (autograder/record.py), so
-    # `nbgrader autograde` and `python -m autograder.grade_class` write the gradebook with the same code.
+    # grader runs them on the client, over the notebooks its workers return (autograder/classgrader/record.py), so
+    # `nbgrader autograde` and `python -m autograder.classgrader` write the gradebook with the same code.
     c.Autograde.autograde_preprocessors = [
         GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, RecordFlags, LimitOutput, SafeMarkup,
         CheckCellMetadata, SaveAutoGrades, AssignLatePenalties,
@@ -160,11 +160,11 @@ def configure(c):
     # is used (markdown cleaned after rendering, an image's size a number). No template_name is set here:
     # generate_feedback would take it for its own.
     c.HTMLExporter.preprocessors = [SafeMarkup]
-    c.HTMLExporter.filters = {"markdown2html": "autograder.safe_markup.markdown2html",
-                              "clean_html": "autograder.safe_markup.clean_html",
-                              "get_metadata": "autograder.safe_markup.get_metadata"}
+    c.HTMLExporter.filters = {"markdown2html": "autograder.pages.safe_markup.markdown2html",
+                              "clean_html": "autograder.pages.safe_markup.clean_html",
+                              "get_metadata": "autograder.pages.safe_markup.get_metadata"}
 
-    # `nbgrader export --exporter=autograder.export.PerCheckExport --to checks.csv`: one column per check (it
+    # `nbgrader export --exporter=autograder.plugins.export.PerCheckExport --to checks.csv`: one column per check (it
     # needs no settings: it reads the course's folders from the export command's CourseDirectory).
 
 

@@ -4,18 +4,18 @@ Both run in scratch copies of the course made like the test suite's (`tools.grad
 then `nbgrader generate_assignment` for every assignment), never in the real gradebook.
 
 3. One full submission (every assignment, one student, the master solutions): stock
-   `nbgrader autograde A` for each assignment in turn, against `python -m autograder.grade_class all`.
+   `nbgrader autograde A` for each assignment in turn, against `python -m autograder.classgrader all`.
 4. A synthetic class (`--class N`, 20 by default): each student hands in every assignment, each
    answer drawn in turn from the master solution, the catalog's alternative correct answers, its buggy
    ones and the untouched release, so the class mixes full marks, partial marks and zeros. The class
    is graded twice from the same starting gradebook: stock sequential `nbgrader autograde A` for each
-   assignment, and `python -m autograder.grade_class all --workers N`. Then `nbgrader generate_feedback`
+   assignment, and `python -m autograder.classgrader all --workers N`. Then `nbgrader generate_feedback`
    runs in both, and the two are compared: every grade and comment in the gradebooks, every autograded
    notebook and every feedback file (memory addresses such as `0x7f...` and execution timestamps
    masked, as they differ between any two runs).
 
 5. Scaling on a local Dask cluster (`--skip-scaling` to leave it out): the same class graded with 1 and
-   with 2 workers (`autograder.grade_class --workers W`); the efficiency is the speed-up per worker added.
+   with 2 workers (`autograder.classgrader.grade_class --workers W`); the efficiency is the speed-up per worker added.
 
     python -m bench.grading --class 20 [--workers 2] [--skip-stock] [--skip-single] [--skip-scaling]
     python -m bench.grading --class 0       # the single full submission only
@@ -117,7 +117,7 @@ def stock(course: Path) -> None:
 
 
 def ours(course: Path, workers: int | None, record: Path) -> dict:
-    command = [sys.executable, "-m", "autograder.grade_class", "all", "--course", str(course), "--json", str(record)]
+    command = [sys.executable, "-m", "autograder.classgrader.grade_class", "all", "--course", str(course), "--json", str(record)]
     if workers:
         command += ["--workers", str(workers)]
     run(command, check=False, quiet=False)
@@ -343,7 +343,7 @@ def klass(size: int, workers: int | None, skip_stock: bool) -> dict:
         "class_100_full_s_measured_rate": round(per_notebook_wall * 100 * len(COURSE.assignments()), 1),
         "class_100_full_s_cpu_bound": round(per_notebook_cpu * 100 * len(COURSE.assignments()) / cores, 1),
         "budget_class_100_s": 480,
-        # 1,000 students on one such machine, and on a cluster of ten (autograder.grade_class --scheduler: the
+        # 1,000 students on one such machine, and on a cluster of ten (autograder.classgrader.grade_class --scheduler: the
         # client's own work per notebook, writing the gradebook, is small; the scaling benchmark measures it).
         "class_1000_full_s_one_machine": round(per_notebook_wall * 1000 * len(COURSE.assignments()), 1),
         "class_1000_full_s_ten_machines": round(per_notebook_wall * 100 * len(COURSE.assignments()), 1),
@@ -372,7 +372,7 @@ def scaling(size: int) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--class", dest="size", type=int, default=int(os.environ.get("BENCH_CLASS", "20")))
-    parser.add_argument("--workers", type=int, default=None, help="autograder.grade_class workers (default: cores)")
+    parser.add_argument("--workers", type=int, default=None, help="autograder.classgrader.grade_class workers (default: cores)")
     parser.add_argument("--skip-stock", action="store_true", help="grade only with ours (for large classes)")
     parser.add_argument("--skip-single", action="store_true")
     parser.add_argument("--skip-scaling", action="store_true", help="skip grading with 1 and 2 workers")
@@ -385,7 +385,7 @@ def main(argv: list[str] | None = None) -> dict:
     if not args.skip_single:
         summary["single_submission"] = single(args.workers, args.skip_stock)
         s = summary["single_submission"]
-        print(table([["ours (autograder.grade_class), median", s["ours"]["wall_s"], s["ours"]["runs"][0]["cpu_s"]]]
+        print(table([["ours (autograder.classgrader.grade_class), median", s["ours"]["wall_s"], s["ours"]["runs"][0]["cpu_s"]]]
                     + ([["stock nbgrader autograde", s["stock"]["wall_s"], s["stock"]["cpu_s"]]] if "stock" in s else []),
                     ["one full submission", "wall s", "CPU s (first run)"]))
         print(f"identical: {s.get('identical')}; budget < 15 s: {s['within_budget']}", flush=True)
@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> dict:
             return summary
     summary["class"] = klass(args.size, args.workers, args.skip_stock)
     c = summary["class"]
-    rows = [["ours (autograder.grade_class)", c["ours"]["wall_s"], c["ours"]["cpu_s"]],
+    rows = [["ours (autograder.classgrader.grade_class)", c["ours"]["wall_s"], c["ours"]["cpu_s"]],
             ["ours, rerun (all skipped)", c["ours_rerun"]["wall_s"], c["ours_rerun"]["cpu_s"]]]
     if "stock" in c:
         rows.insert(0, ["stock nbgrader autograde", c["stock"]["wall_s"], c["stock"]["cpu_s"]])

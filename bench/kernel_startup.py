@@ -36,8 +36,9 @@ def grade(count: int) -> dict:
     start-up (the first notebook's wall time shows it)."""
     import nbformat
 
-    from autograder import grading_environment, warm_kernels
-    from autograder.guarded_execute import GuardedExecute
+    from autograder import grading_environment
+    from autograder.sandbox import warm_kernels
+    from autograder.plugins.guarded_execute import GuardedExecute
 
     folder = Path(tempfile.mkdtemp(prefix="bench-kernel-"))
     walls = []

@@ -28,7 +28,7 @@ def course(tmp_path_factory):
 
 @dataclass
 class GradedClass:
-    """Known submissions of each assignment graded by the course's grading engine (autograder.grade_class, as
+    """Known submissions of each assignment graded by the course's grading engine (autograder.classgrader.grade_class, as
     instructors run it) in a course of their own: each assignment's engine sample (grading.engine_sample:
     the master, the untouched release, a few bugs, alternatives and copies). The first test that asks has
     the samples of every assignment this run's selected tests need graded in one run of the engine (one

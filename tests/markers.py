@@ -19,7 +19,7 @@ import pytest
 
 # marker -> the functions (module:attribute) whose use means a test needs that marker
 ENTRY_POINTS = {
-    "grading": ["autograder.grade_class:grade_class", "tools.grading:nbgrader", "tools.grading:generate_assignments",
+    "grading": ["autograder.classgrader.grade_class:grade_class", "tools.grading:nbgrader", "tools.grading:generate_assignments",
                 "tools.mutation_grading:grade_known", "tools.stock_nbgrader:autograde",
                 "tools.stock_nbgrader:autograde_in_shards"],
     "lessons": ["tools.notebooks:execute", "tools.notebooks:execute_all", "tools.notebooks:run_notebook",
@@ -28,7 +28,7 @@ ENTRY_POINTS = {
 }
 # marker -> words in a subprocess's command line that mean the same
 COMMANDS = {
-    "grading": ("nbgrader", "autograder.grade_class", "tools.mutation_grading"),
+    "grading": ("nbgrader", "autograder.classgrader.grade_class", "tools.mutation_grading"),
     "browser": ("chromium", "sync_playwright"),
 }
 # What a marker may stand for besides itself: a lab test drives a browser.

@@ -4,7 +4,7 @@ The zip is laid out as Canvas lays it out (`<lastfirst>_[LATE_]<user id>_<submis
 file uploaded again): a correct hand-in, one with a known bug, one uploaded twice (the newest is the correct one),
 one marked LATE and saved under Colab's name for a copy, one from a Canvas user not on the roster, a PDF beside a notebook; and what a student can put
 into it: a notebook named to climb out of the folder, a zip of their own, a notebook over the course's limit,
-a member whose declared size lies. The course's plugins (autograder/canvas_zip.py) take each student's notebook
+a member whose declared size lies. The course's plugins (autograder/plugins/canvas_zip.py) take each student's notebook
 and nothing else, the class is graded by the course's engine, and the Canvas file carries each roster student's
 score, computed from the catalog.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.canvas_zip import CANVAS_NAME, CanvasCollector, CanvasExtractor
-from autograder.grade_class import grade_class
+from autograder.plugins.canvas_zip import CANVAS_NAME, CanvasCollector, CanvasExtractor
+from autograder.classgrader.grade_class import grade_class
 from autograder.report.__main__ import main as report_main
 from tools import grading
 from tools.course import Course

@@ -1,4 +1,4 @@
-"""The class grader's plan (autograder/class_plan.py): which submissions of a class are graded, decided from
+"""The class grader's plan (autograder/classgrader/class_plan.py): which submissions of a class are graded, decided from
 the instructor's side alone, so that a run stopped at any moment resumes where it stopped.
 
 Each test lays out a scratch course by hand (the course's own nbgrader layout, a master notebook, hand-ins
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import class_plan, grading_kit
-from autograder.class_plan import Unit, is_graded, plan, unreadable_timestamp
+from autograder.classgrader import class_plan, grading_kit
+from autograder.classgrader.class_plan import Unit, is_graded, plan, unreadable_timestamp
 from autograder.course import LAYOUT_CONFIG, Course
 
 pytestmark = pytest.mark.quick
@@ -80,7 +80,7 @@ class PlanCourse:
         """The gradebook's row for the submission, as autograde writes it."""
         from nbgrader.api import Gradebook
 
-        # nbgrader's add_submission trips SQLAlchemy's autoflush warning (as under autograde: autograder/record.py);
+        # nbgrader's add_submission trips SQLAlchemy's autoflush warning (as under autograde: autograder/classgrader/record.py);
         # the row is written all the same.
         with warnings.catch_warnings(), Gradebook(self.course.db_url, self.course.course_id) as gradebook:
             warnings.filterwarnings("ignore", message=r".*not in session, add operation along")

@@ -40,7 +40,7 @@ from sqlalchemy.exc import SAWarning
 from tools import grading
 from tools.course import COURSE, Course, venv_on_path
 
-from autograder import feedback_math
+from autograder.pages import formulas
 from autograder.report import analysis
 from autograder.report.__main__ import main as report_main
 
@@ -442,7 +442,7 @@ def test_report_and_feedback_summary_in_chromium(known):
 
     variant = next(v for v in known.bugs if v.name == "sample-variance")
     checks = known.points
-    from autograder.withhold import hidden_lines
+    from autograder.plugins.withhold import hidden_lines
 
     hidden = hidden_lines(
         nbformat.read(COURSE.master_notebook(A), as_version=4))
@@ -477,7 +477,7 @@ def test_report_and_feedback_summary_in_chromium(known):
     assert seen["feedback"]["dialogs"] == []
     # The release's formulas are MathML, drawn by the browser itself: offline, with no script.
     release = nbformat.read(COURSE.release_notebook(A), as_version=4)
-    written = sum(len(feedback_math.formulas(cell.source)) for cell in release.cells if cell.cell_type == "markdown")
+    written = sum(len(formulas.formulas(cell.source)) for cell in release.cells if cell.cell_type == "markdown")
     assert written and len(seen["feedback"]["formulas"]) >= written, seen["feedback"]["formulas"]
     assert all(width > 0 for width in seen["feedback"]["formulas"]) and seen["feedback"]["tex_left"] == 0
     lines = [line for line in seen["feedback"]["summary"].splitlines() if line.strip()]
@@ -514,7 +514,7 @@ def test_messages_differing_in_numbers_are_one_mistake():
 def test_a_message_in_the_summary_is_text_not_markup():
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
-    from autograder import feedback_summary as summary
+    from autograder.pages import summary
     message = "[click](javascript:alert(1)) <script>alert(1)</script> *x* `y` $z$ & 3 < 4"
     rendered = markdown2html_mistune(summary.markdown_text(message))
     assert "<a" not in rendered and "<script" not in rendered and "<em>" not in rendered
@@ -523,7 +523,7 @@ def test_a_message_in_the_summary_is_text_not_markup():
 
 @pytest.mark.quick
 def test_section_anchors_are_sphinx_ids_and_the_site_is_github_pages():
-    from autograder import feedback_summary as summary
+    from autograder.pages import summary
     assert summary.anchor("Population variance, not sample variance") == "population-variance-not-sample-variance"
     assert summary.anchor(r"Why divide by $\sqrt{d_h}$: a measurement") == "why-divide-by-sqrt-d-h-a-measurement"
     assert summary.pages_url(COURSE.root / "_config.yml").endswith(".github.io/course/")
@@ -537,7 +537,7 @@ def test_formulas_become_mathml_and_code_and_prices_stay_as_written():
     from nbformat.v4 import new_markdown_cell, new_notebook
 
     source = r"The mean $$\mu = \frac{1}{D}\sum_i x_i$$ and $\sigma^2$; it costs $5 and $6; code `$x$`; broken $\frac{$"
-    notebook, _ = feedback_math.TypesetMath().preprocess(new_notebook(cells=[new_markdown_cell(source)]), {})
+    notebook, _ = formulas.TypesetMath().preprocess(new_notebook(cells=[new_markdown_cell(source)]), {})
     typeset = notebook.cells[0].source
     assert typeset.count("<math") == 2 and 'display="block"' in typeset and "<mfrac>" in typeset
     assert "$5 and $6" in typeset and "`$x$`" in typeset and r"$\frac{$" in typeset

@@ -28,7 +28,7 @@ import pytest
 
 from tests import attacks
 from tests.grading_fixtures import STOCK_ASSIGNMENT as A, comparison_submissions, shown_errors
-from autograder import grade_class
+from autograder.classgrader import grade_class
 from tools import grading
 from tools.course import COURSE, Course
 

@@ -1,4 +1,4 @@
-"""autograder/exchange_collect.py: `nbgrader collect` takes from the exchange only what each student handed in.
+"""autograder/plugins/exchange_collect.py: `nbgrader collect` takes from the exchange only what each student handed in.
 
 An exchange is laid out as nbgrader's submit leaves it on a hub (each entry and its files owned by the student who
 made it), with the machine's own accounts `nobody`, `daemon` and `bin` as students, and what a student can do to
@@ -23,7 +23,7 @@ from nbgrader.auth import Authenticator
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.exchange.default.collect import ExchangeCollect
 
-from autograder.exchange_collect import OwnerCheckedCollect
+from autograder.plugins.exchange_collect import OwnerCheckedCollect
 from tools.course import COURSE, venv_on_path
 
 pytestmark = pytest.mark.quick
@@ -114,7 +114,7 @@ def test_on_one_account_owners_are_not_checked_but_links_are_still_not_followed(
 
 def test_a_file_swapped_for_a_link_after_the_check_is_not_copied(tmp_path):
     """The race the copy closes: a folder on the path made a link to what only the grader reads, after the walk."""
-    from autograder.exchange_collect import copy_without_links
+    from autograder.plugins.exchange_collect import copy_without_links
 
     (tmp_path / "hand-in" / "sub").mkdir(parents=True)
     checked = tmp_path / "hand-in" / "sub" / "answer.ipynb"

@@ -1,4 +1,4 @@
-"""autograder/feedback_math.py's memory of what MathJax made: `nbgrader generate_feedback` makes a whole class's
+"""autograder/pages/formulas.py's memory of what MathJax made: `nbgrader generate_feedback` makes a whole class's
 pages in one process, and every page repeats the release's formulas, so each formula is typeset once per
 process. Node.js is replaced here by a stand-in that counts its runs; the real typesetting is tested on
 hostile pages (tests/test_hostile_pages.py)."""
@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from autograder import feedback_math
+from autograder.pages import formulas
 
 pytestmark = pytest.mark.quick
 
@@ -28,40 +28,40 @@ def node_runs(monkeypatch, tmp_path):
 
     script = tmp_path / "node-main.js"
     script.write_text("")
-    monkeypatch.setattr(feedback_math, "MATHJAX", script)
-    monkeypatch.setattr(feedback_math.subprocess, "run", run)
-    monkeypatch.setattr(feedback_math, "_typeset", {})
+    monkeypatch.setattr(formulas, "MATHJAX", script)
+    monkeypatch.setattr(formulas.subprocess, "run", run)
+    monkeypatch.setattr(formulas, "_typeset", {})
     return runs
 
 
 def test_a_formula_is_typeset_once_per_process(node_runs):
     page = [("x^2", False), ("bad", False), ("x^2", True)]
-    assert feedback_math.to_mathml(page, node="node") == ["<math>x^2</math>", None, "<math>x^2</math>"]
-    assert feedback_math.to_mathml([("x^2", True), ("y", False), ("bad", False)], node="node") == [
+    assert formulas.to_mathml(page, node="node") == ["<math>x^2</math>", None, "<math>x^2</math>"]
+    assert formulas.to_mathml([("x^2", True), ("y", False), ("bad", False)], node="node") == [
         "<math>x^2</math>", "<math>y</math>", None]
     assert node_runs == [[["x^2", False], ["bad", False], ["x^2", True]], [["y", False]]]
-    assert feedback_math.to_mathml(page, node="node")[0] == "<math>x^2</math>" and len(node_runs) == 2
+    assert formulas.to_mathml(page, node="node")[0] == "<math>x^2</math>" and len(node_runs) == 2
 
 
 def test_nothing_is_remembered_when_mathjax_cannot_run(node_runs, monkeypatch):
     def fails(command, **_):
         raise subprocess.TimeoutExpired(command, 1)
 
-    monkeypatch.setattr(feedback_math.subprocess, "run", fails)
-    assert feedback_math.to_mathml([("z", False)], node="node") == [None]
-    assert feedback_math._typeset == {}
+    monkeypatch.setattr(formulas.subprocess, "run", fails)
+    assert formulas.to_mathml([("z", False)], node="node") == [None]
+    assert formulas._typeset == {}
 
 
 def test_the_memory_is_bounded(node_runs, monkeypatch):
-    monkeypatch.setattr(feedback_math, "CACHE_ENTRIES", 3)
-    long = "a" * (feedback_math.CACHE_MATHML_CHARS + 1)
-    results = feedback_math.to_mathml([(str(n), False) for n in range(5)] + [(long, False)], node="node")
+    monkeypatch.setattr(formulas, "CACHE_ENTRIES", 3)
+    long = "a" * (formulas.CACHE_MATHML_CHARS + 1)
+    results = formulas.to_mathml([(str(n), False) for n in range(5)] + [(long, False)], node="node")
     assert results[:5] == [f"<math>{n}</math>" for n in range(5)] and results[5] == f"<math>{long}</math>"
-    assert len(feedback_math._typeset) == 3 and (long, False) not in feedback_math._typeset
+    assert len(formulas._typeset) == 3 and (long, False) not in formulas._typeset
 
 
 def test_a_long_formula_is_not_remembered(node_runs):
-    long = "a" * (feedback_math.CACHE_MATHML_CHARS + 1)
-    typeset = feedback_math.to_mathml([(long, False), ("b", False)], node="node")
+    long = "a" * (formulas.CACHE_MATHML_CHARS + 1)
+    typeset = formulas.to_mathml([(long, False), ("b", False)], node="node")
     assert typeset == [f"<math>{long}</math>", "<math>b</math>"]
-    assert list(feedback_math._typeset) == [("b", False)]
+    assert list(formulas._typeset) == [("b", False)]

@@ -1,4 +1,4 @@
-"""autograder/feedback_summary.py on hand-made notebooks and lessons: the summary's lines and totals, a student's
+"""autograder/pages/summary.py on hand-made notebooks and lessons: the summary's lines and totals, a student's
 message kept to text, the lessons' sections read as MyST reads them (what looks like a heading in front matter or a
 code block is none; a repeated heading is linked as its page, as Sphinx numbers its id) and the section finder's
 choice. The real lessons and feedback pages are checked in tests/test_site_content.py and
@@ -10,7 +10,7 @@ import pytest
 from markdown_it import MarkdownIt
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from autograder.feedback_summary import (
+from autograder.pages.summary import (
     SUMMARY, FeedbackSummary, SectionFinder, markdown_text, read_lesson, readable_message,
 )
 

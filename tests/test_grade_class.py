@@ -1,4 +1,4 @@
-"""The grading engine (autograder/grade_class.py) against stock nbgrader, and resuming an interrupted run.
+"""The grading engine (autograder/classgrader/grade_class.py) against stock nbgrader, and resuming an interrupted run.
 
 The session's `graded` class was graded by the engine on a local Dask cluster. A few of its students of
 the cheapest assignment are graded again here by stock `nbgrader autograde` (tools/stock_nbgrader.py) and
@@ -17,7 +17,7 @@ import sys
 import nbformat
 import pytest
 
-from autograder import grade_class
+from autograder.classgrader import grade_class
 from tools import grading
 from tools.course import COURSE, Course, tool_env
 
@@ -111,7 +111,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(ours, graded):
 def test_the_command_regrades_only_when_forced_and_shows_progress(ours, graded):
     root = ours
     solution = students()[0]
-    command = [sys.executable, "-m", "autograder.grade_class", ASSIGNMENT, "--course", str(root), "--student", solution]
+    command = [sys.executable, "-m", "autograder.classgrader.grade_class", ASSIGNMENT, "--course", str(root), "--student", solution]
     skipped = subprocess.run(command, capture_output=True, text=True, env=tool_env())
     assert skipped.returncode == 0, skipped.stderr
     assert "graded 0, skipped 1" in skipped.stdout

@@ -1,6 +1,6 @@
 """Broken, hostile and tampering submissions lose nothing and win nothing.
 
-One class is graded once by the class-grading command (`autograder.grade_class`, as instructors grade; tight
+One class is graded once by the class-grading command (`autograder.classgrader.grade_class`, as instructors grade; tight
 limits so hangs and hogs end fast): honest students next to students whose notebooks crash, hang, exhaust
 memory, edit or delete the tests, patch what the tests rely on, attack the grading machine
 (tests/attacks.py), are not valid notebooks at all, or whose timestamp.txt holds no time. Each test reads
@@ -21,7 +21,8 @@ import nbformat
 import pytest
 
 from tests import attacks
-from autograder import cells, grade_class
+from autograder import cells
+from autograder.classgrader import grade_class
 from tools import grading, stock_nbgrader
 from tools.course import COURSE, Course
 
@@ -386,7 +387,7 @@ def exported(hostile) -> dict[str, dict[str, str]]:
     """The class's grades exported once with the per-check exporter (one `nbgrader export`, 4 s): student ->
     row. The whole class shares one course."""
     course, = set(hostile.values())
-    result = grading.nbgrader(course, "export", "--exporter=autograder.export.PerCheckExport",
+    result = grading.nbgrader(course, "export", "--exporter=autograder.plugins.export.PerCheckExport",
                               "--to", str(course / "checks.csv"))
     assert result.returncode == 0, result.stderr[-3000:]
     return {row["student_id"]: row for row in csv.DictReader((course / "checks.csv").open())}
@@ -524,7 +525,7 @@ def test_a_kernel_cannot_stop_the_grader_and_the_class_finishes(hostile):
 
 
 def cgroups_available() -> bool:
-    from autograder import cgroups
+    from autograder.sandbox import cgroups
 
     return cgroups.available()
 
@@ -613,7 +614,7 @@ def feedback_html(graded_in, student) -> str:
 def test_printing_the_running_test_leaks_no_hidden_code(hostile):
     import re
 
-    from autograder.withhold import hidden_lines
+    from autograder.plugins.withhold import hidden_lines
 
     html = re.sub(r"\s+", "", feedback_html(hostile, "prints-the-tests"))
     import html as html_module
@@ -641,7 +642,7 @@ def test_no_test_cell_ever_runs_in_the_kernel_so_none_reaches_feedback_in_any_en
              for chunk in printed.split(attacks.CELL_MARK)[1:]]
     assert cells, "the hand-in printed nothing: the attack did not run"
     assert not [line for cell in cells for line in test_lines if line in cell]
-    from autograder.withhold import hidden_lines
+    from autograder.plugins.withhold import hidden_lines
 
     html = feedback_html(hostile, "prints-every-cell")          # the visible test code, never a hidden line
     assert not [line for line in hidden_lines(master) if line in html]
@@ -651,7 +652,7 @@ def test_no_test_cell_ever_runs_in_the_kernel_so_none_reaches_feedback_in_any_en
 def test_the_kernels_working_folder_holds_no_notebook_and_so_no_hidden_test(hostile):
     """nbgrader writes the notebook it grades, hidden tests restored, into the folder the kernel's working folder
     is copied from: a hand-in once printed them all into its own feedback, 22 of 22 and unflagged."""
-    from autograder.withhold import hidden_lines
+    from autograder.plugins.withhold import hidden_lines
 
     printed = printed_text(hostile, "reads-its-notebook")
     assert "notebooks in the working folder: 0" in printed, printed[:500]
@@ -676,7 +677,7 @@ def test_what_a_call_can_see_in_the_kernel_holds_nothing_of_the_checks(hostile):
     """The student's function, called by a check, reads its callers' frames, the cell cache, the history and
     every code object of the kernel, and raises it all as its message: none of it is a line of a test cell, and
     the answer earns nothing."""
-    from autograder.withhold import hidden_lines
+    from autograder.plugins.withhold import hidden_lines
 
     master = nbformat.read(COURSE.master_notebook(A), as_version=4)
     shown = printed_text(hostile, "reads-the-caller") + " ".join(outcome(hostile["reads-the-caller"],
@@ -734,7 +735,7 @@ def test_flags_are_the_graders_and_exports_are_safe_in_a_spreadsheet(hostile):
     assert FORMULA not in flags(hostile, "forged-flags")
     assert total(hostile, "forged-flags") == (SAMPLE_VARIANCE_SCORE, POINTS)
     course = hostile["forged-flags"]
-    grading.nbgrader(course, "export", "--exporter=autograder.export.PerCheckExport", "--to", str(course / "safe.csv"))
+    grading.nbgrader(course, "export", "--exporter=autograder.plugins.export.PerCheckExport", "--to", str(course / "safe.csv"))
     for row in csv.reader((course / "safe.csv").open()):
         for cell in row:
             assert not cell.startswith(("=", "+", "@")), f"a CSV cell a spreadsheet would run: {cell!r}"

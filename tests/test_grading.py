@@ -1,6 +1,6 @@
 """Grading the known submissions: the master, the untouched release and the catalog's variants.
 
-The course's engine (`graded`: autograder.grade_class, real `nbgrader autograde` in the sandbox) grades each
+The course's engine (`graded`: autograder.classgrader.grade_class, real `nbgrader autograde` in the sandbox) grades each
 assignment's master, release and a sample of its catalog (grading.engine_sample); the fast path
 (`mutants`: tools.mutation_grading, one process per assignment) grades the whole catalog, and
 test_the_fast_path_gives_the_engines_verdicts holds the two equal on the sample, scores, messages and flags.

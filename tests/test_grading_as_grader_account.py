@@ -30,7 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import cells, cgroups, grading_environment
+from autograder import cells, grading_environment
+from autograder.sandbox import cgroups
 from tests import attacks
 from tools import grading
 from tools.course import Course
@@ -156,7 +157,7 @@ def total(graded, student):
 
 def test_the_preflight_as_the_account_says_every_limit_holds_with_the_delegated_group(account):
     env = {grading_environment.CGROUP_PARENT_VARIABLE: account.delegated}
-    result = account.run([str(account.python), "-m", "autograder.preflight"], cwd=account.home, env=env)
+    result = account.run([str(account.python), "-m", "autograder.sandbox.preflight"], cwd=account.home, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"as user {account.uid}" in result.stdout
     assert "holds for the whole submission" in result.stdout and "per process only" not in result.stdout
@@ -164,7 +165,7 @@ def test_the_preflight_as_the_account_says_every_limit_holds_with_the_delegated_
 
 
 def test_without_the_delegated_group_the_preflight_says_per_process_only_and_what_to_do(account):
-    result = account.run([str(account.python), "-m", "autograder.preflight"], cwd=account.home, env={})
+    result = account.run([str(account.python), "-m", "autograder.sandbox.preflight"], cwd=account.home, env={})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "control groups: NOT AVAILABLE" in result.stdout and "per process only" in result.stdout
     assert grading_environment.CGROUP_PARENT_VARIABLE in result.stdout

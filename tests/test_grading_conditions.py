@@ -9,12 +9,14 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from autograder import cgroups, grade_class, guarded_execute
+from autograder.sandbox import cgroups
+from autograder.classgrader import grade_class
+from autograder.plugins import guarded_execute
 from autograder.cells import CONDITIONS, FLAGS, notebook_conditions, notebook_flags
-from autograder.guarded_execute import PER_PROCESS_ONLY, ROOT_WITHOUT_CGROUP, GuardedExecute
+from autograder.plugins.guarded_execute import PER_PROCESS_ONLY, ROOT_WITHOUT_CGROUP, GuardedExecute
 from autograder.report import page
 from autograder.report.data import ClassData, Result, read_notebook
-from autograder.verdict import RecordFlags
+from autograder.plugins.verdict import RecordFlags
 
 pytestmark = pytest.mark.quick
 
@@ -84,7 +86,7 @@ def test_the_class_report_says_it_once_for_the_class():
 def test_a_hand_in_cannot_tag_a_test_cell_to_be_skipped(monkeypatch):
     """nbclient skips a cell tagged skip-execution; a test that never ran would score as passed. Intake drops
     every tag of the hand-in (no release cell has one)."""
-    from autograder.intake import Intake
+    from autograder.plugins.intake import Intake
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("assert False")])
     nb.cells[0].metadata["tags"] = ["skip-execution", "raises-exception"]
@@ -98,7 +100,7 @@ def test_a_long_raw_cell_is_shown_as_bounded_text_in_bounded_time():
     minutes); a raw cell over the markdown limit is cut and shown as text, its size bounded."""
     import time
 
-    from autograder.safe_markup import MAX_MARKDOWN_CHARS, safe_cell
+    from autograder.pages.safe_markup import MAX_MARKDOWN_CHARS, safe_cell
 
     cell = nbformat.v4.new_raw_cell("<b><i><u><s>" * 48_000 + "&" * 1_000_000)
     started = time.monotonic()

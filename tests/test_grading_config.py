@@ -59,7 +59,7 @@ def test_a_configured_limit_is_what_the_sandbox_applies(tmp_path, monkeypatch, c
     from traitlets.config import Config
 
     from autograder.cells import FLAGS
-    from autograder.guarded_execute import GuardedExecute
+    from autograder.plugins.guarded_execute import GuardedExecute
 
     monkeypatch.delenv("COURSE_GRADING_DISK_MB", raising=False)
     config = Config()
@@ -149,7 +149,7 @@ def test_a_kernels_socket_folder_lives_exactly_as_long_as_the_kernel(tmp_path, m
     when it stops; the kernel comes from the kernelspec grading_environment.py declares, installed nowhere."""
     import tempfile
 
-    from autograder.guarded_execute import GuardedExecute
+    from autograder.plugins.guarded_execute import GuardedExecute
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
@@ -172,7 +172,7 @@ def test_the_notebook_time_limit_cuts_the_running_cell_short_and_skips_the_rest(
     what is left (the notebook's 12 s less the kernel's start, of its own 60), and the cells after it are not
     run; both are flagged. (A kernel slower to start than the whole limit leaves no cell run: the same verdict.)"""
     from autograder.cells import FLAGS
-    from autograder.guarded_execute import GuardedExecute
+    from autograder.plugins.guarded_execute import GuardedExecute
 
     monkeypatch.setenv("COURSE_GRADING_NOTEBOOK_TIMEOUT", "12")
     (tmp_path / "work").mkdir()
@@ -198,16 +198,18 @@ def test_the_code_sent_to_a_remote_cluster_is_the_package_and_nothing_of_the_cou
     import io
     import zipfile
 
-    from autograder import cluster
+    from autograder.classgrader import cluster
 
-    for name in ["intake.py", "nbgrader_config.py", "course_directory.py", "submitted/ada/01-layernorm/evil.py",
-                 "autograded/ada/01-layernorm/helper.py", "catalog/generate.py", "sandbox_stubs/gptcourse/__init__.py"]:
+    for name in ["course.py", "nbgrader_config.py", "course_directory.py", "submitted/ada/01-layernorm/evil.py",
+                 "autograded/ada/01-layernorm/helper.py", "catalog/generate.py", "plugins/intake.py",
+                 "sandbox/stubs/gptcourse/__init__.py", "report/page.py"]:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("x = 1\n")
     monkeypatch.setattr(cluster, "PACKAGE", tmp_path)
     packed = cluster.CourseCode()
     names = zipfile.ZipFile(io.BytesIO(packed.data)).namelist()
-    assert names == [f"{tmp_path.name}/intake.py", f"{tmp_path.name}/sandbox_stubs/gptcourse/__init__.py"]
+    assert names == [f"{tmp_path.name}/{name}" for name in
+                     ["course.py", "plugins/intake.py", "sandbox/stubs/gptcourse/__init__.py"]]
     assert cluster.CourseCode().digest == packed.digest
 
 
@@ -215,9 +217,9 @@ def test_the_code_sent_to_a_remote_cluster_is_the_package_and_nothing_of_the_cou
 def test_a_class_graders_sandbox_hides_the_instructors_course_as_well_as_the_copy_it_grades(tmp_path, monkeypatch):
     """A class grader's worker grades a copy of the course (its kit); the grading kernel's sandbox hides the
     instructor's own course too, named by the class grader in ORIGINAL_COURSE_VARIABLE."""
-    from autograder import sandboxed_kernel
+    from autograder.sandbox import sandboxed_kernel
     from autograder.grading_environment import ORIGINAL_COURSE_VARIABLE
-    from autograder.guarded_execute import GuardedExecute, hidden_courses
+    from autograder.plugins.guarded_execute import GuardedExecute, hidden_courses
 
     original, copy = tmp_path / "course", tmp_path / "worker" / "course"
     original.mkdir()
@@ -230,7 +232,7 @@ def test_a_class_graders_sandbox_hides_the_instructors_course_as_well_as_the_cop
 GRADER_THEN_SLEEP = """
 import sys, nbformat
 from autograder import grading_environment
-from autograder.guarded_execute import GuardedExecute
+from autograder.plugins.guarded_execute import GuardedExecute
 nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time\\ntime.sleep(600)")])
 GuardedExecute(extra_arguments=grading_environment.kernel_arguments(), timeout=600,
                startup_timeout=int(grading_environment.value("COURSE_GRADING_KERNEL_STARTUP_TIMEOUT"))
@@ -282,7 +284,7 @@ def test_a_sandbox_ends_when_its_grader_is_killed(tmp_path):
 def test_a_launcher_whose_grader_is_already_gone_starts_no_sandbox():
     """The race the parent-death signal cannot cover: the grader died while its launcher was starting. The
     launcher is told its grader's process id and stops before it does anything."""
-    from autograder import sandboxed_kernel
+    from autograder.sandbox import sandboxed_kernel
 
     result = subprocess.run([sys.executable, sandboxed_kernel.__file__, "/nonexistent.json", ""],
                             env={**os.environ, grading_environment.GRADER_PID_VARIABLE: "1"},
@@ -296,6 +298,6 @@ def test_the_class_grader_starts_from_a_course_copys_root_folder(tmp_path):
     """Run from a copy's root, `autograder` is the copy's folder of configuration (a namespace package before the
     installed one): the class grader failed there, importing a name of the package's __init__."""
     copy = grading.make_course(tmp_path / "course")
-    result = subprocess.run([sys.executable, "-m", "autograder.grade_class", "--help"], cwd=copy,
+    result = subprocess.run([sys.executable, "-m", "autograder.classgrader.grade_class", "--help"], cwd=copy,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]

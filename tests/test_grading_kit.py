@@ -1,4 +1,4 @@
-"""What a grading worker gets from the client, and what comes back (autograder/grading_kit.py).
+"""What a grading worker gets from the client, and what comes back (autograder/classgrader/grading_kit.py).
 
 The kit is packed from a scratch course laid out by hand (this course's nbgrader configuration files, a
 master and a release of one assignment, a SQLite gradebook written with nbgrader's API), so no assignment is
@@ -20,11 +20,11 @@ import warnings
 
 import pytest
 
-from autograder import grading_kit
+from autograder.classgrader import grading_kit
 from autograder.course import CONFIGURATION_FILES, SECRET_FILE
 from autograder.course import Course, venv_on_path
-from autograder.grading_kit import KIT_GRADEBOOK, build_kit, handed_in_files, read_folder, unpack_kit, write_folder
-from autograder.handins import REFUSED_TIMESTAMP
+from autograder.classgrader.grading_kit import KIT_GRADEBOOK, build_kit, handed_in_files, read_folder, unpack_kit, write_folder
+from autograder.plugins.handins import REFUSED_TIMESTAMP
 
 pytestmark = pytest.mark.quick
 
@@ -129,7 +129,7 @@ def test_the_kits_empty_gradebook_is_the_one_nbgrader_makes(tmp_path, monkeypatc
 
     from nbgrader.api import Gradebook
 
-    from autograder.grading_kit import empty_gradebook
+    from autograder.classgrader.grading_kit import empty_gradebook
 
     monkeypatch.undo()                                   # nbgrader's own stamp, by its subprocess, for the reference
     with venv_on_path(), Gradebook(f"sqlite:///{tmp_path / 'nbgraders.db'}", "stamped-course"):

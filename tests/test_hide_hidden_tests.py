@@ -1,4 +1,4 @@
-"""autograder/withhold.py's HideHiddenTests, the feedback's pass, on small hand-made notebooks: a test cell's hidden
+"""autograder/plugins/withhold.py's HideHiddenTests, the feedback's pass, on small hand-made notebooks: a test cell's hidden
 part becomes one placeholder line, a traceback becomes its one-line message, an output that quotes hidden code
 (however it is spaced) is withheld, and what a check says in the open stays. Switched off (to release the tests
 after the due date), it changes nothing."""
@@ -11,7 +11,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from autograder.notebook import HIDDEN_BEGIN, HIDDEN_END
-from autograder.withhold import WITHHELD, HideHiddenTests, hidden_lines, quotes_hidden
+from autograder.plugins.withhold import WITHHELD, HideHiddenTests, hidden_lines, quotes_hidden
 
 pytestmark = pytest.mark.quick
 

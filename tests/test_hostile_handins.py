@@ -5,7 +5,7 @@ A hand-in is a folder the student fills: besides the notebook, nbgrader's own ti
 submission_secret.txt, and anything else, including a file named like the grader's own bookkeeping. The quick
 tests hold the bounded readers (autograder/bounded.py) and each reader of a hand-in to that rule, without a
 kernel; the grading tests hand a few hostile submissions to a class graded by both front doors,
-`python -m autograder.grade_class` and stock `nbgrader autograde`, and check that classmates are graded, the
+`python -m autograder.classgrader` and stock `nbgrader autograde`, and check that classmates are graded, the
 hostile student is flagged or failed with a message, and neither time nor memory follows the hostile files.
 """
 
@@ -23,7 +23,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import bounded, class_plan, handins
+from autograder import bounded
+from autograder.classgrader import class_plan
+from autograder.plugins import handins
 from tools import grading
 from tools.course import COURSE, Course, tool_env
 
@@ -70,7 +72,7 @@ def release_bytes() -> bytes:
 # runs in a fresh Python, with this module imported first, so that imports are not what is measured.
 MEASURE = """
 import json, sys, tracemalloc
-import autograder.grading_kit, autograder.intake      # loaded before, as in the grader
+import autograder.classgrader.grading_kit, autograder.plugins.intake      # loaded before, as in the grader
 import tests.test_hostile_handins as here
 function, arguments, warm_up = getattr(here, sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
 if warm_up is not None:
@@ -95,7 +97,7 @@ def peak_allocation(function, *arguments, warm_up=None) -> tuple[int, list]:
 
 def pack(root: str) -> tuple[list[str], dict[str, int]]:
     """What the class grader's packer sends of the student's hand-in, and what it leaves out."""
-    from autograder.grading_kit import handed_in_files
+    from autograder.classgrader.grading_kit import handed_in_files
 
     files, not_sent = handed_in_files(Course(Path(root)), A, "student")
     return sorted(files), not_sent
@@ -103,7 +105,7 @@ def pack(root: str) -> tuple[list[str], dict[str, int]]:
 
 def export(path: str) -> tuple[str | None, float]:
     """Why the course's exporter refused the notebook at `path` (None: it did not), and the seconds it took."""
-    from autograder.intake import REFUSED_NOTEBOOK, BoundedNotebookExporter
+    from autograder.plugins.intake import REFUSED_NOTEBOOK, BoundedNotebookExporter
 
     started = time.monotonic()
     _, resources = BoundedNotebookExporter().from_filename(path, resources={"nbgrader": {}})
@@ -162,7 +164,7 @@ def test_a_students_own_manifest_is_dropped_unread(tmp_path, manifest):
     refused = handins.survey(folder, release, not_sent={"big.bin": 5_000_000, "notes.txt": 10})
     assert refused.taken == [NOTEBOOK] and refused.left_out == ["big.bin", "notes.txt"]
     # The packer sends no manifest file: what it left out travels beside the files.
-    from autograder.grading_kit import handed_in_files
+    from autograder.classgrader.grading_kit import handed_in_files
 
     files, not_sent = handed_in_files(course, A, "student")
     assert sorted(files) == [NOTEBOOK] and not_sent == {}
@@ -201,7 +203,7 @@ def test_a_notebook_of_many_small_objects_is_refused_before_it_is_parsed(tmp_pat
     5 MB limit) took a worker to 3.75 GB and 50 s in nbformat before intake refused it, and 1.75 MB of them
     (600 k) was graded, with 1.65 GB in the worker and 1.3 GB in generate_feedback. The objects are counted
     first, outside strings, and such a notebook is never parsed."""
-    from autograder.intake import REFUSED_NOTEBOOK, BoundedNotebookExporter
+    from autograder.plugins.intake import REFUSED_NOTEBOOK, BoundedNotebookExporter
 
     nb = json.loads(release_bytes())
     nb["cells"][0]["metadata"]["x"] = "PLACEHOLDER"
@@ -223,7 +225,7 @@ def test_a_notebook_of_many_small_objects_is_refused_before_it_is_parsed(tmp_pat
 
 @pytest.mark.quick
 def test_the_exporter_never_opens_an_oversized_notebook(tmp_path):
-    from autograder.intake import REFUSED_NOTEBOOK, BoundedNotebookExporter
+    from autograder.plugins.intake import REFUSED_NOTEBOOK, BoundedNotebookExporter
 
     path = tmp_path / NOTEBOOK
     path.write_bytes(release_bytes())
@@ -243,7 +245,7 @@ def test_the_exporter_never_opens_an_oversized_notebook(tmp_path):
 
 @pytest.mark.quick
 def test_nbgraders_pre_convert_hook_moves_a_hostile_timestamp_aside_unread(tmp_path):
-    from autograder.intake import bound_timestamp
+    from autograder.plugins.intake import bound_timestamp
 
     folder = tmp_path / "submitted" / "student" / A
     folder.mkdir(parents=True)
@@ -265,7 +267,7 @@ def test_nbgraders_pre_convert_hook_moves_a_hostile_timestamp_aside_unread(tmp_p
 def test_the_hook_cannot_be_made_to_fail_by_what_the_hand_in_holds_at_the_aside_name(tmp_path, in_the_way):
     """nbgrader swallows a hook's exceptions and then parses timestamp.txt itself: a folder handed in under the
     name the hook moves the timestamp to made the move fail, and 2 MB of digits cost minutes of dateutil."""
-    from autograder.intake import bound_timestamp
+    from autograder.plugins.intake import bound_timestamp
 
     folder = tmp_path / "submitted" / "student" / A
     folder.mkdir(parents=True)
@@ -313,7 +315,7 @@ def test_execution_times_read_any_timestamps_a_notebook_holds():
 
 @pytest.mark.quick
 def test_a_notebook_the_report_cannot_read_costs_that_student_alone(tmp_path):
-    from autograder import feedback_summary
+    from autograder.pages import summary as feedback_summary
     from autograder.report.data import GradedCell, Result, read_autograded
 
     course = scratch_course(tmp_path / "course")
@@ -350,7 +352,7 @@ def test_the_per_check_export_reads_flags_within_a_cap(tmp_path):
     from traitlets import Instance
     from traitlets.config import LoggingConfigurable
 
-    from autograder.export import PerCheckExport
+    from autograder.plugins.export import PerCheckExport
 
     class Command(LoggingConfigurable):
         coursedir = Instance(CourseDirectory)
@@ -418,7 +420,7 @@ class WorkerPeaks(threading.Thread):
 
 @pytest.fixture(scope="module")
 def class_graded(course, tmp_path_factory):
-    """The class graded by `python -m autograder.grade_class` (its function): the summary, the course, the
+    """The class graded by `python -m autograder.classgrader` (its function): the summary, the course, the
     workers' peak memory in KB."""
     root = grading.copy_course(course, tmp_path_factory.mktemp("hostile-handins") / "course")
     watcher = WorkerPeaks()

@@ -144,7 +144,7 @@ def hostile_notebook(payloads=PAYLOADS) -> nbformat.NotebookNode:
 
 
 def safe(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    from autograder.safe_markup import SafeMarkup
+    from autograder.pages.safe_markup import SafeMarkup
 
     nb, _ = SafeMarkup().preprocess(copy.deepcopy(nb), {})
     return nb
@@ -186,7 +186,7 @@ def feedback_page(nb, config, with_summary: bool = True) -> str:
     from nbgrader.server_extensions.formgrader import handlers
     from traitlets.config import Config
 
-    from autograder.feedback_summary import FeedbackSummary
+    from autograder.pages.summary import FeedbackSummary
 
     c = Config()
     c.merge(copy.deepcopy(config))          # merge shares sub-sections: the course's own must stay as loaded
@@ -237,7 +237,7 @@ def test_hostile_markdown_is_inert_in_any_renderer_after_autograding(name):
 
 def test_honest_markdown_stays_exactly_as_written():
     """Every markdown cell of every release and master is left as it is: formulas, code with `<`, links."""
-    from autograder.safe_markup import is_plain
+    from autograder.pages.safe_markup import is_plain
 
     for path in [*COURSE.master_notebooks(), *(COURSE.release_notebook(a) for a in COURSE.assignments())]:
         nb = nbformat.read(path, as_version=4)
@@ -297,7 +297,7 @@ def test_a_page_of_formulas_is_typeset_in_bounded_time_and_size(config):
     """110,000 `$a$` (0.44 MB of markdown) once made a 7 MB page in minutes. Now at most TypesetMath.max_formulas
     are typeset, the rest stay TeX with a note, and the whole feedback page takes seconds (measured: about 3 s
     here; the bound below allows a loaded machine)."""
-    from autograder.feedback_math import NOTE, TypesetMath
+    from autograder.pages.formulas import NOTE, TypesetMath
 
     nb = release()
     nb.cells.insert(1, new_markdown_cell("$a$ " * 110_000))
@@ -329,7 +329,7 @@ def test_tangled_html_is_shown_as_text_not_parsed_into_a_huge_page(where, tangle
     autograded notebook and 1.2 GB of the grader's memory: a browser's parse opens every formatting element again
     in each new block, attributes and all. It is shown as its text instead, at about its own size, wherever a
     hand-in's HTML is read."""
-    from autograder.safe_markup import SafeMarkup, clean_html
+    from autograder.pages.safe_markup import SafeMarkup, clean_html
 
     tangle = TANGLES[tangle]
     notebook = release()
@@ -349,7 +349,7 @@ def test_tangled_html_is_shown_as_text_not_parsed_into_a_huge_page(where, tangle
 def test_many_small_tangles_share_one_allowance_per_notebook():
     """Each piece within its own bound, many pieces add up: 400 cells of 1.3 KB, each parsed into 107 KB, would make
     a 43-MB notebook from 515 KB. A notebook's pieces share one allowance; past it they are shown as text."""
-    from autograder.safe_markup import SafeMarkup
+    from autograder.pages.safe_markup import SafeMarkup
 
     piece = "<p>" + "".join(f"<b {i:x}>" for i in range(150)) + "<p>x" * 100
     notebook = release()
@@ -370,7 +370,7 @@ def test_the_summary_reads_only_the_courses_lessons_never_a_path_from_the_hand_i
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config import LoggingConfigurable
 
-    from autograder.feedback_summary import FeedbackSummary
+    from autograder.pages.summary import FeedbackSummary
 
     course = tmp_path / "course"
     (course / "book").mkdir(parents=True)

@@ -229,7 +229,7 @@ def test_make_hubs_demo_runs_the_pages_whole_class_path():
     import re
 
     section = (REPO / "book" / "instructors.md").read_text().split("### One class on one server", 1)[1]
-    block = next(block for block in re.findall(r"```bash\n(.*?)```", section, re.DOTALL) if "grade_class" in block)
+    block = next(block for block in re.findall(r"```bash\n(.*?)```", section, re.DOTALL) if "autograder.classgrader" in block)
     lines = [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines() if line.strip()]
     steps = [step.format(a=hub.DEMO_ASSIGNMENT, course="/srv/gpt2-block/course") for step in hub.WHOLE_CLASS]
     assert lines[0] == "cd /srv/gpt2-block/course/autograder"

@@ -4,8 +4,8 @@ writes (the second review of issue 41: 16 KB of empty lines and NUL bytes took 3
 
 import pytest
 
-from autograder import sandboxed_kernel
-from autograder.sandboxed_kernel import STDIO_BYTES, PassOn
+from autograder.sandbox import sandboxed_kernel
+from autograder.sandbox.sandboxed_kernel import STDIO_BYTES, PassOn
 
 pytestmark = pytest.mark.quick
 

@@ -1,4 +1,4 @@
-"""The relay bounds what the grader decodes, not only what it receives (autograder/kernel_relay.py).
+"""The relay bounds what the grader decodes, not only what it receives (autograder/sandbox/kernel_relay.py).
 
 Messages are written as a kernel's ZeroMQ socket writes them (ZMTP 3 frames) and fed to the relay's parser
 directly: an honest message passes byte for byte; one whose JSON would decode to hundreds of MB, or nest too
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from autograder.kernel_relay import GREETING, LONG, MORE, STRINGS, Downstream, json_values
+from autograder.sandbox.kernel_relay import GREETING, LONG, MORE, STRINGS, Downstream, json_values
 
 pytestmark = pytest.mark.quick
 

@@ -1,4 +1,4 @@
-"""The relay's parser fed the frames a hostile kernel could write (autograder/kernel_relay.py).
+"""The relay's parser fed the frames a hostile kernel could write (autograder/sandbox/kernel_relay.py).
 
 The relay reads untrusted bytes: ZeroMQ's wire protocol as the graded notebook's kernel writes it. Here its
 parser (`Downstream`) is fed malformed frames (a greeting that is not ZMTP 3, unknown flag bits, a command
@@ -17,7 +17,7 @@ import socket
 
 import pytest
 
-from autograder.kernel_relay import (COMMAND, COMMAND_BYTES, DELIMITER, GREETING, LONG, MAX_DEPTH, MORE, STRINGS,
+from autograder.sandbox.kernel_relay import (COMMAND, COMMAND_BYTES, DELIMITER, GREETING, LONG, MAX_DEPTH, MORE, STRINGS,
                                      Downstream, KernelRelay, ProtocolError, json_depth)
 
 pytestmark = pytest.mark.quick

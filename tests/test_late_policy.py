@@ -1,4 +1,4 @@
-"""The course's late-submission policy (autograder/late_policy.py), configured through nbgrader's own
+"""The course's late-submission policy (autograder/plugins/late_policy.py), configured through nbgrader's own
 late-submission plugin: its arithmetic, and what autograde records for a late and an on-time student."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from tools import grading
 from tools.course import COURSE, Course
 
-from autograder import late_policy
+from autograder.plugins import late_policy
 
 A = "01-layernorm"
 HOUR, DAY = 3_600, 86_400

@@ -1,4 +1,4 @@
-"""A local cluster's workers are forked from a fork server that outlives the run (autograder/cluster.py): each
+"""A local cluster's workers are forked from a fork server that outlives the run (autograder/classgrader/cluster.py): each
 still starts with this process's environment, folder and umask as they are now, not as they were when the
 server started, as a new process would."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from autograder.cluster import cluster_client, current_umask
+from autograder.classgrader.cluster import cluster_client, current_umask
 
 
 def process_state() -> dict:

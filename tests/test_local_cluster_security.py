@@ -9,7 +9,7 @@ import pytest
 from distributed import Client
 from distributed.security import Security
 
-from autograder.cluster import cluster_client
+from autograder.classgrader.cluster import cluster_client
 
 pytestmark = pytest.mark.quick
 

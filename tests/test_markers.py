@@ -25,7 +25,7 @@ def test_every_entry_point_records_its_use_in_this_session():
 
 
 def test_a_test_that_grades_executes_or_opens_a_browser_unmarked_is_caught():
-    grading = {"grading": {"autograder.grade_class:grade_class"}}
+    grading = {"grading": {"autograder.classgrader.grade_class:grade_class"}}
     assert markers.missing_markers(set(), grading)
     assert markers.missing_markers({"lessons"}, grading)
     assert not markers.missing_markers({"grading"}, grading)

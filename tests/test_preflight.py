@@ -1,4 +1,4 @@
-"""autograder/preflight.py: before a class is graded, which limits hold here and why. On this machine (root, with
+"""autograder/sandbox/preflight.py: before a class is graded, which limits hold here and why. On this machine (root, with
 cgroups) every limit holds; a grading account without a delegated cgroup subtree is simulated by pointing the
 cgroup code at a hierarchy that does not give it the memory and pids controllers, as systemd leaves an ordinary
 user's slice."""
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from autograder import cgroups, grading_environment, preflight
+from autograder.sandbox import cgroups, preflight
+from autograder import grading_environment
 
 pytestmark = pytest.mark.quick
 

@@ -1,4 +1,4 @@
-"""autograder/record.py, the one writer of a graded submission: which steps of the course's pipeline the
+"""autograder/classgrader/record.py, the one writer of a graded submission: which steps of the course's pipeline the
 class grader's workers leave to the client (nbgrader's gradebook writers), and the order that makes running
 them afterwards the same as running them in place. The writer itself is held equal to `nbgrader autograde`
 row for row in tests/test_grade_class.py, and a regrade keeps the formgrader's flag there too."""
@@ -10,8 +10,8 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbgrader.converters import Autograde
 from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, SaveAutoGrades
 
-from autograder import record
-from autograder.safe_markup import SafeMarkup
+from autograder.classgrader import record
+from autograder.pages.safe_markup import SafeMarkup
 from tools.course import COURSE
 
 pytestmark = pytest.mark.quick

@@ -1,4 +1,4 @@
-"""autograder/restore.py's RestoreFromRelease, on small hand-made notebooks: whatever a hand-in did to the
+"""autograder/plugins/restore.py's RestoreFromRelease, on small hand-made notebooks: whatever a hand-in did to the
 release's nbgrader cells (relabelled, retyped, deleted, labels invented), the notebook nbgrader goes on to grade
 has the release's cells, in the release's order, with the release's records; a deleted test is flagged. (The
 hostile classes grade the same tricks end to end: tests/test_grader_robustness.py.)"""
@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from autograder import restore
+from autograder.plugins import restore
 from autograder.cells import FLAGS, grade_id
 
 pytestmark = pytest.mark.quick

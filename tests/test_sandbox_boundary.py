@@ -1,7 +1,7 @@
 """The grading boundary is an allow-list, every place a kernel writes is inside its limits, launchers never
 remove each other's cgroups, and a hand-in is bounded at intake.
 
-The class is graded once, by the class-grading command (autograder.grade_class), in a course placed outside every
+The class is graded once, by the class-grading command (autograder.classgrader.grade_class), in a course placed outside every
 temporary and home folder (under /srv or /var), where a sandbox that hid a list of folders showed the
 course to every kernel.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import grade_class
+from autograder.classgrader import grade_class
 from tools import grading
 from tools.course import COURSE, Course
 
@@ -33,7 +33,9 @@ CLASS_LIMITS = {**HANDIN_LIMITS,
                 # 60 s a cell gets when two walkers shared two busy cores (load 5): 4x that, for load 4+.
                 "COURSE_GRADING_CELL_TIMEOUT": "240", "COURSE_GRADING_NOTEBOOK_TIMEOUT": "600"}
 
-from autograder import cgroups, grading_environment, handins
+from autograder.sandbox import cgroups
+from autograder import grading_environment
+from autograder.plugins import handins
 
 # Walks the whole file system (but the kernel's own /proc, /sys and /dev, and the Python environment, whose
 # packages ship folders of these names) for anything of the course: its unique folder name, a gradebook, a
@@ -192,7 +194,7 @@ def test_a_kernel_holds_no_descriptor_of_the_graders_and_its_output_reaches_the_
     assert forged and all(line.startswith("[grading kernel ") for line in forged), forged
     # The kernel wrote 4 MB; the log keeps at most sandboxed_kernel.STDIO_BYTES of it, escaped (4 bytes a
     # byte at most) and prefixed, plus what the workers themselves logged.
-    from autograder.sandboxed_kernel import STDIO_BYTES
+    from autograder.sandbox.sandboxed_kernel import STDIO_BYTES
     assert content.count(b"z" * 1024) <= STDIO_BYTES // 1024 and len(content) < 8 * STDIO_BYTES + 2**20
 
 
@@ -218,7 +220,7 @@ def test_only_the_files_the_release_ships_reach_the_autograded_folder(boundary_c
 
 
 def test_the_hand_in_rule_counts_from_the_listing_and_takes_only_what_the_release_ships(tmp_path, monkeypatch):
-    """The rule both engines apply (autograder/handins.py), including the packer's list of what it left out, which
+    """The rule both engines apply (autograder/plugins/handins.py), including the packer's list of what it left out, which
     travels in the task and can only add to a student's count; a file named like it in the hand-in counts for
     nothing."""
     for key, limit in HANDIN_LIMITS.items():
@@ -284,7 +286,7 @@ def test_writing_through_the_socket_folder_stops_at_the_limit(tmp_path, monkeypa
     """The kernel's sockets are files in a folder: it is a tiny tmpfs inside the sandbox, not the grader's
     folder, so nothing written there escapes the disk limit (here 16 MB; the writer tries 48)."""
     monkeypatch.setenv("COURSE_GRADING_DISK_MB", "16")
-    from autograder.guarded_execute import GuardedExecute
+    from autograder.plugins.guarded_execute import GuardedExecute
     (tmp_path / "work").mkdir()
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(WRITES_THROUGH_THE_SOCKET_FOLDER)])
     executor = GuardedExecute(extra_arguments=grading_environment.kernel_arguments(),

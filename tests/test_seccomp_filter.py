@@ -1,4 +1,4 @@
-"""The seccomp program every grading kernel loads (autograder/seccomp_filter.py), run here by a small classic-BPF
+"""The seccomp program every grading kernel loads (autograder/sandbox/seccomp_filter.py), run here by a small classic-BPF
 interpreter for both architectures it is written for: the refused calls and any call of another ABI are refused,
 everything else is allowed. (The grading tests load it for real on this machine: test_warm_kernels.py.)"""
 
@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from autograder import seccomp_filter
+from autograder.sandbox import seccomp_filter
 
 pytestmark = pytest.mark.quick
 

@@ -295,8 +295,8 @@ def test_old_lesson_addresses_forward_to_existing_pages(site):
 
 def test_every_section_the_feedback_links_to_is_a_section_of_the_built_lesson(site):
     """The feedback summary links a check to a lesson's section by the id it computes from the lesson's source
-    (autograder/feedback_summary.read_lesson); Sphinx's own ids on the built page are the truth."""
-    from autograder.feedback_summary import read_lesson
+    (autograder/pages/summary.read_lesson); Sphinx's own ids on the built page are the truth."""
+    from autograder.pages.summary import read_lesson
 
     for path in COURSE.lessons():
         page = BeautifulSoup((site / "book" / f"{path.stem}.html").read_text(), "html.parser")

@@ -1,4 +1,4 @@
-"""autograder/verdict.py's Verdict and RecordFlags, on hand-made cells and a stand-in guard: what a test cell's
+"""autograder/plugins/verdict.py's Verdict and RecordFlags, on hand-made cells and a stand-in guard: what a test cell's
 outputs and the guard's reports make of a submission's scores and flags. Both front doors and the fast path use
 this class (the guard's report comes from the kernel there); the hostile classes grade the same cases end to end
 (tests/test_grader_robustness.py)."""
@@ -9,8 +9,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from autograder.cells import CONDITIONS, FLAGS
-from autograder.verdict import RecordFlags, Verdict
-from autograder.withhold import WITHHELD
+from autograder.plugins.verdict import RecordFlags, Verdict
+from autograder.plugins.withhold import WITHHELD
 
 pytestmark = pytest.mark.quick
 

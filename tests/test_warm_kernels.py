@@ -22,14 +22,15 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import grading_environment, sandboxed_kernel, warm_kernels
+from autograder import grading_environment
+from autograder.sandbox import sandboxed_kernel, warm_kernels
 from autograder.cells import FLAGS
 
 pytestmark = pytest.mark.grading
 
 
 def grade(cells: list[str], folder: Path, timeout: int = 60) -> tuple[nbformat.NotebookNode, dict]:
-    from autograder.guarded_execute import GuardedExecute
+    from autograder.plugins.guarded_execute import GuardedExecute
 
     folder.mkdir(parents=True, exist_ok=True)
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
@@ -451,7 +452,7 @@ def test_no_kernel_reaches_a_keyring_or_traces_a_process(tmp_path, monkeypatch, 
     """A namespace does not separate the kernel keyrings (the grader's session keyring is inherited; graded as root,
     root's user keyring is every kernel's and outlives the grading), and the kernel runs as the user of the
     sandbox's init, which it could trace and keep alive where no cgroup holds the submission. Warm or cold, each of
-    these system calls is refused (EPERM, 1) by the seccomp program (autograder/seccomp_filter.py)."""
+    these system calls is refused (EPERM, 1) by the seccomp program (autograder/sandbox/seccomp_filter.py)."""
     monkeypatch.setenv(grading_environment.KERNELS_VARIABLE, kind)
     notebook, resources = grade([REFUSED_CALLS], tmp_path / kind)
     assert set(reported(notebook).values()) == {1}, reported(notebook)

@@ -1,7 +1,7 @@
-"""One submission's faults stay its own under the class-grading command (autograder.grade_class).
+"""One submission's faults stay its own under the class-grading command (autograder.classgrader.grade_class).
 
 - A kernel that floods the grader with one signed message carrying a hundred large buffers: the message is
-  dropped where it enters the grader (autograder/kernel_relay.py), the flooder is flagged, the worker's
+  dropped where it enters the grader (autograder/sandbox/kernel_relay.py), the flooder is flagged, the worker's
   memory stays bounded, and the classmates grading beside it are graded correctly.
 - A submission whose grading kills its worker every time (simulated from outside, as the robustness tests
   kill workers: a kernel in the sandbox cannot reach its worker) is reported failed with the reason, and the
@@ -30,7 +30,7 @@ import pytest
 
 from tests.test_cluster import stop
 from tests.worker_processes import local_workers, peak_kb
-from autograder import grade_class
+from autograder.classgrader import grade_class
 from tools import grading
 from tools.course import COURSE, Course, tool_env
 
@@ -322,7 +322,7 @@ def test_a_run_whose_workers_are_all_gone_stops_with_a_message(course, tmp_path_
         killer.start()
         wait = 5
         started = time.monotonic()
-        command = subprocess.run([sys.executable, "-m", "autograder.grade_class", A, "--course", str(root),
+        command = subprocess.run([sys.executable, "-m", "autograder.classgrader.grade_class", A, "--course", str(root),
                                   "--scheduler", address, "--worker-wait", str(wait), "--no-progress"],
                                  capture_output=True, text=True, env=tool_env(), timeout=300)
         seconds = time.monotonic() - started

@@ -9,7 +9,7 @@ import psutil
 
 def local_workers() -> list[psutil.Process]:
     """The Dask workers a local cluster started from this process runs now: the children of multiprocessing's fork
-    server, where autograder/cluster.py forks them (not the server itself, not the resource tracker, not a kernel
+    server, where autograder/classgrader/cluster.py forks them (not the server itself, not the resource tracker, not a kernel
     or sandbox under a worker)."""
     found = []
     for child in psutil.Process().children():

@@ -2,7 +2,7 @@
 
 The test suite, the mutation report and the benchmarks use this: make a scratch course (the masters, the
 configuration, an empty gradebook), turn catalog entries into student notebooks, hand them in where
-`nbgrader collect` would, grade them with the engine instructors use (`autograder.grade_class`, nbgrader's own
+`nbgrader collect` would, grade them with the engine instructors use (`autograder.classgrader.grade_class`, nbgrader's own
 Autograde converter in parallel workers), and read the scores back from the gradebook. Stock
 `nbgrader autograde`, which the engine is compared with, is in tools/stock_nbgrader.py. The whole catalog
 is graded by a fast path of trusted code (tools/mutation_grading.py); the engine grades each catalog's
@@ -234,11 +234,11 @@ def hand_in(course: Path, submissions: list[Submission]) -> None:
 
 def grade_submissions(course: Path, submissions: list[Submission], workers: int | None = None,
                       env: dict[str, str] | None = None) -> dict:
-    """Hand in and grade `submissions` with the course's grading engine (autograder.grade_class), into `course`'s
+    """Hand in and grade `submissions` with the course's grading engine (autograder.classgrader.grade_class), into `course`'s
     one gradebook, regrading any of these students graded before. `course` must have every assignment
     generated. `env`: extra environment variables for the grading (the robustness tests shrink limits
     with them). Returns the engine's summary."""
-    from autograder.grade_class import grade_class
+    from autograder.classgrader.grade_class import grade_class
 
     hand_in(course, submissions)
     assignments = sorted({submission.assignment for submission in submissions})

@@ -53,7 +53,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import cgroups
+from autograder.sandbox import cgroups
 from tools.course import COURSE, REPO, tool_env
 
 CONFIG = REPO / "deploy" / "hub" / "jupyterhub_config.py"
@@ -599,7 +599,7 @@ def teardown(root: Path, *, remove_course: bool = False) -> None:
 
 # The demo's round of the whole-class path (the instructors' page), once, so that `make hub` opens on a graded class.
 DEMO_ASSIGNMENT = "01-layernorm"
-WHOLE_CLASS = ["nbgrader collect {a}", "python -m autograder.grade_class {a} --course {course}",
+WHOLE_CLASS = ["nbgrader collect {a}", "python -m autograder.classgrader {a} --course {course}",
                "nbgrader generate_feedback {a}", "nbgrader release_feedback {a}", "python -m autograder.report {a}"]
 
 

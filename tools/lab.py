@@ -92,7 +92,7 @@ def prepare(role: str, state: Path, *, exchange: Path | None = None, student: st
     write_role(role, config, settings, exchange=exchange, student=student, cache=state / "nbgrader_cache")
     if role == "instructor":
         # On one account every student's hand-in belongs to that account: the course's collector must not
-        # refuse them as a hub's does (autograder/exchange_collect.py; ExchangeCollect.check_owner).
+        # refuse them as a hub's does (autograder/plugins/exchange_collect.py; ExchangeCollect.check_owner).
         (config / "nbgrader_config.py").write_text(
             "# Written by tools/lab.py for an instructor's JupyterLab on one account.\n"
             "c = get_config()  # noqa: F821\n"

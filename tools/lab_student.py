@@ -80,13 +80,13 @@ def problem_with(path: Path, release: Path | None) -> str | None:
 
 def too_much(folder: Path, ignore: list[str]) -> str | None:
     """What of the assignment's folder is over the hand-in limits the grader applies at collect and autograde
-    (autograder/handins.py), in words for the student; None if it fits. Files nbgrader's submit leaves out
+    (autograder/plugins/handins.py), in words for the student; None if it fits. Files nbgrader's submit leaves out
     (CourseDirectory.ignore: checkpoints, the feedback folder) are not counted; nothing is read."""
     import fnmatch
 
     from autograder.bounded import notebook_limit
     from autograder.grading_environment import value
-    from autograder.handins import listing
+    from autograder.plugins.handins import listing
 
     files = {name: size for name, size in listing(folder).items()
              if not any(fnmatch.fnmatch(part, pattern) for part in Path(name).parts for pattern in ignore)}

@@ -3,7 +3,7 @@
 Checking that each catalog bug loses exactly its points is mutation testing of the hidden tests: the code is
 the course's own and trusted, so it needs neither the sandbox nor a fresh kernel, `import torch` and
 nbgrader's passes for every variant (about 3.6 CPU-seconds each). This does what the engine
-(autograder.grade_class) does to a submission, in one Python process per assignment that imports torch once:
+(autograder.classgrader.grade_class) does to a submission, in one Python process per assignment that imports torch once:
 
 - the submitted notebook goes through the course's own sanitizing passes, as configured in the given
   course's nbgrader_config.py (nbgrader's ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells
@@ -13,7 +13,7 @@ nbgrader's passes for every variant (about 3.6 CPU-seconds each). This does what
 - each submission then runs in a fork of that process (so in a namespace and interpreter state of its own,
   as a fresh kernel would), in an IPython shell built like ipykernel's (its cell compiler, an in-memory
   history), after the grading kernel's own start-up file (kernel_startup.py: the seeds, the tamper guard);
-- each cell's outputs are judged by the engine's own code (autograder.verdict.Verdict, which GuardedExecute
+- each cell's outputs are judged by the engine's own code (autograder.plugins.verdict.Verdict, which GuardedExecute
   uses too, with the assignment's rules from the course's nbgrader_config.py), stderr is dropped by
   nbgrader's IgnorePattern as the course configures it, and each test cell is scored by nbgrader's own
   determine_grade (what SaveAutoGrades records).
@@ -112,7 +112,8 @@ class Grader:
         self.checked = assignment in list(self.config.GuardedExecute.get("checked", []))
         self.notebook = self.course.master_notebook(assignment).stem
         self.master = nbformat.read(self.course.master_notebook(assignment), as_version=4)
-        from autograder import grading_environment, sandboxed_kernel
+        from autograder import grading_environment
+        from autograder.sandbox import sandboxed_kernel
 
         self.environment = grading_environment
         # The sandbox mounts a stand-in for the course's reference module; here the same file answers its import.
@@ -201,8 +202,8 @@ class Grader:
         """The notebook autograde executes: the submission through the course's configured sanitizing passes
         but Intake (the release's metadata back, deleted cells put back, test and locked cells' source from
         the gradebook, hidden tests included)."""
-        from autograder.intake import Intake
-        from autograder.record import grading_pipeline, step_class
+        from autograder.plugins.intake import Intake
+        from autograder.classgrader.record import grading_pipeline, step_class
 
         passes = [step_class(step) for step in grading_pipeline(self.config, "sanitize_preprocessors")]
         converter = CatalogConverter(self.course.coursedir, config=self.config)
@@ -225,9 +226,9 @@ class Grader:
         from nbgrader.utils import determine_grade
 
         from autograder.cells import FLAGS, error_output, grade_id, is_test, nbgrader_record
-        from autograder.guarded_execute import is_given
-        from autograder.verdict import Verdict
-        from autograder.withhold import hidden_lines
+        from autograder.plugins.guarded_execute import is_given
+        from autograder.plugins.verdict import Verdict
+        from autograder.plugins.withhold import hidden_lines
 
         shell = self.shell
         shell.safe_execfile(str(self.environment.PACKAGE / self.environment.STARTUP_FILE), shell.user_ns,
@@ -242,7 +243,7 @@ class Grader:
         if self.checked:
             from autograder.checker.bridge import Bridge
             from autograder.checker.process import Checks, in_process
-            from autograder.guarded_execute import hand_in_key
+            from autograder.plugins.guarded_execute import hand_in_key
 
             checks = Checks(in_process(Bridge(shell.user_ns).serve), hand_in_key(notebook, self.course.grading_secret()))
         resources: dict = {}

@@ -1,7 +1,7 @@
 """Stock `nbgrader autograde`, the reference the course's grading engine is compared with.
 
 Instructors who grade from the formgrader, or type `nbgrader autograde` themselves, get this path; the
-course's engine (autograder.grade_class) runs nbgrader's own Autograde converter in parallel workers and must
+course's engine (autograder.classgrader.grade_class) runs nbgrader's own Autograde converter in parallel workers and must
 give the same grades, comments and feedback. tests/test_grade_class.py and bench/grading.py compare the two.
 """
 

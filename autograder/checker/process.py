@@ -207,7 +207,7 @@ def main(control_fd: int, imports: list[str]) -> None:
     for module in imports:
         importlib.import_module(module)
     import autograder.checker.remote  # noqa: F401  (imported once, here, for every child)
-    from autograder.kernel_zygote import reap            # each child reaped as it ends, as the warm parent does
+    from autograder.sandbox.kernel_zygote import reap            # each child reaped as it ends, as the warm parent does
 
     signal.signal(signal.SIGCHLD, reap)
     control = socket.socket(fileno=control_fd)

@@ -34,14 +34,15 @@ START = ("import sys; sys.path.insert(0, sys.argv[1]); from autograder.checker.p
 # gradient (`out.backward(dout)`: SymPy, 0.35 s), which assignment 1's checks do in every notebook.
 IMPORTS = ("torch", "torch.fx.experimental.symbolic_shapes", "numpy")
 # What the checker imports of the grading package: the only files of the course its sandbox holds.
-PACKAGE_FILES = ("__init__.py", "bounded.py", "grading_environment.py", "kernel_zygote.py", "checker")
+PACKAGE_FILES = ("__init__.py", "bounded.py", "grading_environment.py", "sandbox/__init__.py", "sandbox/kernel_zygote.py",
+                 "checker")
 
 
 def sandbox() -> tuple[list[str], list[int]]:
     """bwrap's arguments for the checker's parent, up to its command, and the descriptors they name: a kernel's
     file system (no course, no home), the package files it imports read-only, and its own namespaces for the
     network, IPC and host name. (Not its own process ids: the grader stops a child that overran by its pid.)"""
-    from autograder import sandboxed_kernel
+    from autograder.sandbox import sandboxed_kernel
     from autograder.grading_environment import KEPT_ENVIRONMENT
 
     argv, fds = sandboxed_kernel.base_argv([])

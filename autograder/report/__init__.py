@@ -19,7 +19,7 @@ writes into --out (by default the course's `_build/class-report/`, git-ignored),
 
 Everything is read through nbgrader's API: the gradebook at the course's db_url (autograder/course_directory.py,
 SQLite or PostgreSQL alike) for the scores, and the autograded notebooks for what each check said (the
-error it raised, as the feedback shows it: autograder/feedback_summary.py), the grader's flags (their
+error it raised, as the feedback shows it: autograder/pages/summary.py), the grader's flags (their
 metadata, autograder/cells.py) and the cells' execution times (nbclient's timestamps in each
 cell's metadata; kernel start-up and saving are not in them). A student missing from the roster or from
 the gradebook is named in the report and on stderr, never dropped silently. Every text cell of the CSV files

@@ -18,7 +18,7 @@ def report(course: Course, assignment: str, out: Path, roster: Path | None = Non
            canvas_column: str | None = None) -> dict[str, Path]:
     """Write the report and the exports of one assignment into `out`; returns what was written. Problems with
     the roster are printed on stderr too."""
-    from autograder import feedback_summary as summary
+    from autograder.pages import summary
 
     data = read_class(course, assignment)
     items = item_analysis(data)

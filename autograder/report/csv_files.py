@@ -1,6 +1,6 @@
 """The CSV files instructors open in a spreadsheet or import into their LMS: the report's per-check grades, the
 Canvas gradebook import, and the roster that maps nbgrader ids to Canvas's students. `write_csv` is the one
-writer of every such file, `nbgrader export`'s per-check file (autograder/export.py) included, so that no
+writer of every such file, `nbgrader export`'s per-check file (autograder/plugins/export.py) included, so that no
 file can skip `spreadsheet_safe`: a student id or flag that starts like a formula stays text."""
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ def read_class(course: Course, assignment: str) -> ClassData:
     """Everything the report needs about one assignment, from the gradebook and the autograded notebooks."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    from autograder import feedback_summary as summary
+    from autograder.pages import summary
 
     with venv_on_path(), Gradebook(course.db_url) as gradebook:
         try:

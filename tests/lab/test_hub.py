@@ -296,7 +296,7 @@ def test_every_login_shell_has_the_courses_python_and_nbgrader(hub):
 def test_the_preflight_as_the_page_writes_it_sees_the_grader_accounts_control_group(hub):
     """Issue 56, item 5: run as the instructors' page says (the grader account's login shell, from its course
     copy), it found no Python, or reported "per process only" for want of the control group's variable."""
-    ran = subprocess.run(["su", "-", GRADER, "-c", f"cd {hub.course.root} && python -m autograder.preflight"],
+    ran = subprocess.run(["su", "-", GRADER, "-c", f"cd {hub.course.root} && python -m autograder.sandbox.preflight"],
                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, cwd="/")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert f"Grading preflight for {hub.course.root}" in ran.stdout

@@ -9,7 +9,7 @@
   and nbgrader's own submit, which a student may configure, hands them in anyway), and cannot read a classmate's
   home;
 - the grader account, in its login shell, runs the preflight as the page writes it (the control group seen) and
-  the page's whole-class path: release, collect (the extra files left out), `python -m autograder.grade_class`,
+  the page's whole-class path: release, collect (the extra files left out), `python -m autograder.classgrader`,
   feedback generated and released, the class report with its Canvas file;
 - the page's `teardown` removes what prepare made and gives the checkout back.
 
@@ -134,7 +134,7 @@ def test_the_roster_made_every_account_with_a_closed_home_and_its_name(prepared)
 
 
 def test_the_grader_accounts_shell_has_the_course_and_the_preflight_sees_its_group(prepared):
-    lines = page_block("autograder.preflight")
+    lines = page_block("autograder.sandbox.preflight")
     assert lines[0] == f"sudo -iu {GRADER}"
     ran = login_shell(GRADER, " && ".join(lines[1:]))
     assert ran.returncode == 0, ran.stdout + ran.stderr
@@ -151,7 +151,7 @@ def grader_runs(lines: list[str]) -> subprocess.CompletedProcess:
 
 
 def test_the_class_hands_in_and_is_graded_by_the_pages_whole_class_path(prepared):
-    lines = page_block("autograder.grade_class")
+    lines = page_block("autograder.classgrader.grade_class")
     assert lines[0].startswith("cd ") and lines[1].startswith("nbgrader release_assignment")
     grader_runs(lines[:2])
     answers = Path(tempfile.mkdtemp(prefix="hub-answers-", dir="/tmp"))      # pytest's folders are root's alone

@@ -45,7 +45,7 @@ from jinja2 import pass_context
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Int
 
-from autograder.feedback_math import MATHML_ATTRIBUTES, MATHML_TAGS
+from autograder.pages.formulas import MATHML_ATTRIBUTES, MATHML_TAGS
 
 MARKER = "course_safe_markup"        # cell metadata: what SafeMarkup did to the cell ("html", "text")
 WRAPPER_CLASS = "course-safe-markup"

@@ -25,7 +25,7 @@ Its time is when it last changed, as the file system records it (the latest chan
 collected timestamp.txt is written from it, never copied. Anything else is skipped with a warning naming it, and
 one student's entry never stops the collect of the others.
 
-Configured in nbgrader_config.py: `c.ExchangeFactory.collect = "autograder.exchange_collect.OwnerCheckedCollect"`.
+Configured in nbgrader_config.py: `c.ExchangeFactory.collect = "autograder.plugins.exchange_collect.OwnerCheckedCollect"`.
 Where every student is one account (tools/lab.py's demo on one login), nbgrader's own `ExchangeCollect.check_owner
 = False` turns the owner checks off; links are never followed and the limits always hold.
 """
@@ -215,13 +215,13 @@ class OwnerCheckedCollect(ExchangeCollect):
 
     def within_handin_limits(self, src: str, chosen: list[Listed]) -> list[Listed]:
         """What of `chosen` the grader may take, by the hand-in limits autograde's intake applies
-        (autograder/handins.py), applied here so that `submitted/` never holds more: a notebook over
+        (autograder/plugins/handins.py), applied here so that `submitted/` never holds more: a notebook over
         COURSE_GRADING_NOTEBOOK_MB is left out (intake grades the release in its place, flagged), and when the files
         beside the notebooks are more than COURSE_GRADING_HANDIN_FILES or COURSE_GRADING_HANDIN_MB, none of them
         is taken. Each is a warning naming the student; the student's Submit said so already (tools/lab_student.py)."""
         from autograder.bounded import notebook_limit
         from autograder.grading_environment import value
-        from autograder.handins import NBGRADER_FILES
+        from autograder.plugins.handins import NBGRADER_FILES
 
         name = os.path.basename(src)[:200]
         most_notebook = notebook_limit()

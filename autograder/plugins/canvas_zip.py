@@ -38,7 +38,7 @@ from nbgrader.plugins import ExtractorPlugin, FileNameCollectorPlugin
 from traitlets import Unicode
 
 from autograder.bounded import notebook_limit
-from autograder.handins import shown
+from autograder.plugins.handins import shown
 
 # <lastfirst>_[LATE_]<user id>_<attachment id>_<file name>, as Canvas's ContentZipper writes it: lastfirst is the
 # sortable name, lowercased, with every character but word characters removed, so an underscore can stay in it;

@@ -29,7 +29,8 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, List, Unicode
 
-from autograder import cgroups, grading_environment, kernel_ready, warm_kernels
+from autograder.sandbox import cgroups, kernel_ready, warm_kernels
+from autograder import grading_environment
 from autograder.checker import line
 from autograder.checker import process as checker_process
 from autograder.checker import session as checker_session
@@ -38,12 +39,11 @@ from autograder.cells import (
     output_text,
 )
 from autograder.grading_environment import value
-from autograder.kernel_relay import KernelRelay
+from autograder.sandbox.kernel_relay import KernelRelay
 from autograder.limits import Limits
-from autograder.verdict import Verdict
-from autograder.withhold import hidden_lines
+from autograder.plugins.verdict import Verdict
+from autograder.plugins.withhold import hidden_lines
 
-HERE = Path(__file__).resolve().parent
 # Where the last notebook this process graded spent its time, in seconds: starting its kernel (a warm parent's
 # start included), starting its checker (the same), its cells (the checks in the checker included) and the whole
 # execution; the class grader's summary reports it per notebook, and `make bench` takes the grader's own share from it.
@@ -90,7 +90,7 @@ def hand_in_key(nb, secret: bytes, folder: str | None = None) -> bytes:
         if cell.cell_type == "code" and not is_test(cell) and not nbgrader_record(cell).get("locked"):
             digest.update(hashlib.sha256(cell.source.encode("utf-8", "surrogatepass")).digest())
     if folder:
-        from autograder.sandboxed_kernel import copy_budget, handed_in
+        from autograder.sandbox.sandboxed_kernel import copy_budget, handed_in
 
         for path, fd in handed_in(folder, copy_budget()):
             file = hashlib.sha256(path.encode("utf-8", "surrogateescape"))
@@ -137,7 +137,7 @@ def hidden_courses(preprocessor) -> list[str]:
 
 class SandboxKernelSpecs(KernelSpecManager):
     """Jupyter's kernelspecs, plus the grading sandbox's (grading_environment.KERNELSPEC). That one is
-    declared, not installed: its {resource_dir} is this package's folder, and the launcher is told the
+    declared, not installed: its {resource_dir} is the package's sandbox/ folder, and the launcher is told the
     courses to hide (hidden_courses), so no kernelspec is written anywhere."""
 
     courses = List(Unicode(), help="the course folders the sandbox hides (none outside nbgrader)")
@@ -159,17 +159,17 @@ class SandboxKernelSpecs(KernelSpecManager):
                 parent, self.cold_because = warm_kernels.parent_socket(tuple(self.warm_imports))
                 if parent:
                     spec["env"][grading_environment.WARM_PARENT_VARIABLE] = parent
-            return self.kernel_spec_class(resource_dir=str(HERE), name=kernel_name, **spec)
+            return self.kernel_spec_class(resource_dir=str(grading_environment.PACKAGE / "sandbox"), name=kernel_name, **spec)
         return super().get_kernel_spec(kernel_name)
 
 
-# The run's condition where the grading account can create no control group (python -m autograder.preflight).
+# The run's condition where the grading account can create no control group (python -m autograder.sandbox.preflight).
 PER_PROCESS_ONLY = ("limits per process only: this account can create no control group, so memory and processes "
-                    "were limited per process (python -m autograder.preflight says why)")
+                    "were limited per process (python -m autograder.sandbox.preflight says why)")
 # The same as root (a container with a read-only /sys/fs/cgroup): RLIMIT_NPROC does not bind root, so nothing
 # limited the processes (a hand-in started 600 against a limit of 256).
 ROOT_WITHOUT_CGROUP = ("limits per process only, and processes not limited at all: the grader runs as root, whom "
-                       "RLIMIT_NPROC does not bind, and can create no control group (python -m autograder.preflight "
+                       "RLIMIT_NPROC does not bind, and can create no control group (python -m autograder.sandbox.preflight "
                        "says why; grade as an ordinary account or give this one a control group)")
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autograder import bounded
-from autograder.grading_worker import Outcome
+from autograder.classgrader.grading_worker import Outcome
 
 if TYPE_CHECKING:
     from autograder.course import Course

@@ -24,7 +24,7 @@ Works with cgroup v1 (separate `memory` and `pids` hierarchies) and v2 (one unif
 both controllers delegated). Where neither can be written (an unprivileged user without delegation, a
 locked-down container), `available()` is False and the launcher falls back to per-process limits;
 the grader page says what that loses, the instructors' page how an admin delegates a group, and
-`python -m autograder.preflight` whether it worked. On v2 the kernel's launcher must start inside the
+`python -m autograder.sandbox.preflight` whether it worked. On v2 the kernel's launcher must start inside the
 delegated group (the kernel moves between two of its groups, which needs write access to the group that
 holds both): systemd's `Delegate=` and `DelegateSubgroup=` on the grader's unit do that.
 """

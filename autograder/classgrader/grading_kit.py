@@ -194,7 +194,8 @@ def handed_in_files(course, assignment: str, student: str) -> tuple[dict[str, tu
     (autograder/bounded.py), and the files left out (name -> size), which travel in the task's arguments, so the
     worker's intake flags the submission as nbgrader autograde would. Raises bounded.Refused when a file
     changed under the packer (grew past its cap, became a link)."""
-    from autograder import bounded, handins
+    from autograder import bounded
+    from autograder.plugins import handins
     from autograder.grading_environment import value
 
     folder = course.path("submitted", student, assignment)

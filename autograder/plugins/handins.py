@@ -2,7 +2,7 @@
 within a count and a size limit (grading_environment.py).
 
 A student hands in a folder. nbgrader's own autograde copies every file of it into `autograded/`, where the
-grading kernel works, and the class grader (autograder.grade_class) used to read all of it into memory to send
+grading kernel works, and the class grader (autograder.classgrader.grade_class) used to read all of it into memory to send
 it to a worker: six files of 99 MB (each under the exchange's per-file limit) cost gigabytes. Here:
 
 - the release's notebooks and nbgrader's own files, `timestamp.txt` and `submission_secret.txt`, are always
@@ -15,7 +15,7 @@ it to a worker: six files of 99 MB (each under the exchange's per-file limit) co
   named in a flag, so a student who imported a helper of their own learns why it was missing.
 
 Both engines apply the same rule. intake.Intake applies it under `nbgrader autograde` (it removes
-what is not taken from the autograded folder before the kernel starts there); autograder/grading_kit.py applies
+what is not taken from the autograded folder before the kernel starts there); autograder/classgrader/grading_kit.py applies
 it when it packs a task for a grading worker, which then sends only what is taken, and lists what it did
 not send (name and size) in the task's arguments (never in a file: the submitted folder is the student's), so
 the worker's Intake reaches the same verdict and the same flags. A MANIFEST file a student hands in is dropped

@@ -1,9 +1,9 @@
 """The course's grading engine: autograde a whole class with nbgrader, on a Dask cluster of any size.
 
-    python -m autograder.grade_class 01-layernorm                 # every submission of one assignment
-    python -m autograder.grade_class 01-layernorm 02-mlp --workers 4
-    python -m autograder.grade_class all --force                  # every assignment, regrading everyone
-    python -m autograder.grade_class all --scheduler tcp://grader:8786    # on a running Dask cluster
+    python -m autograder.classgrader 01-layernorm                 # every submission of one assignment
+    python -m autograder.classgrader 01-layernorm 02-mlp --workers 4
+    python -m autograder.classgrader all --force                  # every assignment, regrading everyone
+    python -m autograder.classgrader all --scheduler tcp://grader:8786    # on a running Dask cluster
 
 An nbgrader-style application (`GradeClassApp`) over one configurable grader (`ClassGrader`, whose traits
 are the only list of settings): they can also be set in `autograder/nbgrader_config.py`, e.g.
@@ -55,13 +55,13 @@ from nbgrader.apps.baseapp import NbGrader, nbgrader_flags
 from traitlets import Bool, Dict, Float, Int, List, Unicode, default
 from traitlets.config import Application, LoggingConfigurable
 
-from autograder.class_plan import Unit, plan, unit_timeout, unreadable_timestamp
-from autograder.cluster import NoWorkerLeft, as_finished, cluster_client, worker_count
+from autograder.classgrader.class_plan import Unit, plan, unit_timeout, unreadable_timestamp
+from autograder.classgrader.cluster import NoWorkerLeft, as_finished, cluster_client, worker_count
 from autograder.grading_environment import ORIGINAL_COURSE_VARIABLE, grading_variables
-from autograder.grading_kit import build_kit, handed_in_files, kit_contents
-from autograder.grading_worker import Outcome, grade_submission
+from autograder.classgrader.grading_kit import build_kit, handed_in_files, kit_contents
+from autograder.classgrader.grading_worker import Outcome, grade_submission
 from autograder.limits import Limits
-from autograder.record import prepare_gradebook, record
+from autograder.classgrader.record import prepare_gradebook, record
 from autograder.course import REPO, Course, kernel_threads, tool_env, venv_on_path
 
 LOG_NAME = "grade_class.log"          # beside the gradebook
@@ -261,9 +261,9 @@ def run_conditions(remote: bool) -> list[str]:
     """How this run grades, where it differs from what the grader page promises: on a local cluster, an account
     that can create no control group limits memory and processes per process only (a remote cluster's machines
     say so in each notebook's record, which the class report gathers)."""
-    from autograder import cgroups
+    from autograder.sandbox import cgroups
     from autograder.grading_environment import sandbox_enabled
-    from autograder.guarded_execute import per_process_condition
+    from autograder.plugins.guarded_execute import per_process_condition
 
     return [per_process_condition()] if not remote and sandbox_enabled() and not cgroups.available() else []
 

@@ -18,7 +18,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 
 from autograder.cells import CONDITIONS, FLAGS, add_flag, error_output, grade_id, output_text
 from autograder.grading_environment import value
-from autograder.withhold import WITHHELD, quotes_hidden
+from autograder.plugins.withhold import WITHHELD, quotes_hidden
 
 
 class Verdict:

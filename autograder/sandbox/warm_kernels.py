@@ -36,7 +36,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from autograder import grading_environment, sandboxed_kernel
+from autograder import grading_environment
+from autograder.sandbox import sandboxed_kernel
 
 ZYGOTE = Path(__file__).resolve().parent / "kernel_zygote.py"
 # Started as a cold kernel's Python is (the same interpreter flags: ipykernel puts the working folder on the import

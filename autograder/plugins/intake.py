@@ -32,7 +32,8 @@ import nbformat
 from nbconvert.exporters import NotebookExporter
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from autograder import bounded, handins
+from autograder import bounded
+from autograder.plugins import handins
 from autograder.cells import FLAGS, course_directory, grade_id, release_notebook
 
 # Keys of resources["nbgrader"] for what Intake is told by the steps before it, never by the hand-in:

@@ -25,7 +25,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Float, Int, Unicode
 
 SAFE_MARKUP = "course_safe_markup"   # safe_markup.MARKER: the cell is HTML that safe_markup made, its TeX escaped
-MATHJAX = Path(__file__).resolve().parent.parent / "node_modules" / "mathjax" / "es5" / "node-main.js"
+MATHJAX = Path(__file__).resolve().parents[2] / "node_modules" / "mathjax" / "es5" / "node-main.js"
 
 # tex2mml with the TeX packages the assignments' prose uses; a formula MathJax cannot read gives null.
 TEX_TO_MATHML = """

@@ -34,7 +34,9 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from autograder.course import CONFIGURATION_FILES
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parents[1]          # the grading package, autograder/
+# Its code a worker grades with (the report and the course's data stay on the instructor's machine).
+CODE_FOLDERS = ("checker", "classgrader", "pages", "plugins", "sandbox")
 
 
 class NoWorkerLeft(RuntimeError):
@@ -146,11 +148,12 @@ class GradingEnvironment(WorkerPlugin):
 
 
 def package_files() -> list[Path]:
-    """The grading package's code, by an allow-list: its modules and the sandbox's stand-in for the reference
-    module. The package folder is also the course's autograder/ folder, where students' hand-ins, graded
-    notebooks and the exchange live: none of that is code, and none of it may leave the instructor's machine."""
+    """The grading package's code, by an allow-list: its top-level modules and its code folders (the sandbox's
+    stand-in for the reference module included). The package folder is also the course's autograder/ folder,
+    where students' hand-ins, graded notebooks and the exchange live: none of that is code, and none of it may
+    leave the instructor's machine."""
     modules = [path for path in PACKAGE.glob("*.py") if path.name not in CONFIGURATION_FILES]
-    return sorted([*modules, *(PACKAGE / "checker").glob("*.py"), *(PACKAGE / "sandbox_stubs").rglob("*.py")])
+    return sorted([*modules, *(path for folder in CODE_FOLDERS for path in (PACKAGE / folder).rglob("*.py"))])
 
 
 class CourseCode(WorkerPlugin):

@@ -2,7 +2,7 @@
 
 A Dask worker (`dask worker`, or a LocalCluster's) imports this module for its first task (a worker of a
 running cluster gets the package from the client: cluster.CourseCode). It unpacks the kit
-(autograder/grading_kit.py) once, loads the course's nbgrader_config.py from it once, as `nbgrader
+(autograder/classgrader/grading_kit.py) once, loads the course's nbgrader_config.py from it once, as `nbgrader
 autograde` would, and then, for each task: writes the student's files where `nbgrader collect` puts them,
 grades them with the course's pipeline but for its last steps, nbgrader's gradebook writers (the same
 sanitizing, sandboxed execution and verdicts as the command line), and returns the autograded folder and
@@ -29,9 +29,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from autograder.grading_environment import grading_variables, use_limits
-from autograder.grading_kit import CONFIGURATION, KIT_GRADEBOOK, read_folder, unpack_kit, write_folder
+from autograder.classgrader.grading_kit import CONFIGURATION, KIT_GRADEBOOK, read_folder, unpack_kit, write_folder
 from autograder.limits import Limits
-from autograder.record import grading_pipeline, without_writers
+from autograder.classgrader.record import grading_pipeline, without_writers
 
 LOCAL_GRADEBOOK = "worker-gradebook.db"
 
@@ -128,7 +128,7 @@ def converter_class():
     left out: a channel the student cannot write, unlike any file in the submitted folder."""
     from nbgrader.converters import Autograde
 
-    from autograder.intake import NOT_SENT
+    from autograder.plugins.intake import NOT_SENT
 
     class WorkerAutograde(Autograde):
         not_sent: dict[str, int] = {}
@@ -146,7 +146,7 @@ def _grade(root: Path, assignment, student, files, timeout, not_sent=None) -> Ou
     from nbgrader.utils import rmtree, temp_attrs
 
     from autograder.bounded import autograded_limit, notebook_limit
-    from autograder.guarded_execute import LAST_TIMES
+    from autograder.plugins.guarded_execute import LAST_TIMES
 
     LAST_TIMES.clear()                     # a notebook refused at intake runs nothing
     started = time.perf_counter()

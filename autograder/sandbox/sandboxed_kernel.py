@@ -71,27 +71,28 @@ import sys
 from pathlib import Path
 
 if __name__ == "__main__" and "autograder" not in sys.modules:
-    # Run as a script (the kernelspec's argv): the package this file lies in is loaded from here, so the
-    # launcher runs the same copy as the grader that chose it (on a cluster's worker, the one
-    # cluster.CourseCode unpacked), whatever else is installed. Python put this file's folder first on
+    # Run as a script (the kernelspec's argv): the package this file lies in (its sandbox/ folder's parent) is
+    # loaded from there, so the launcher runs the same copy as the grader that chose it (on a cluster's worker,
+    # the one cluster.CourseCode unpacked), whatever else is installed. Python put this file's folder first on
     # sys.path; it is taken off, so that every other import (gptcourse, found to be stubbed) resolves as
     # the kernel's will.
     _here = Path(__file__).resolve().parent
-    _spec = importlib.util.spec_from_file_location("autograder", _here / "__init__.py",
-                                                   submodule_search_locations=[str(_here)])
+    _spec = importlib.util.spec_from_file_location("autograder", _here.parent / "__init__.py",
+                                                   submodule_search_locations=[str(_here.parent)])
     sys.modules["autograder"] = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(sys.modules["autograder"])
     if sys.path and os.path.realpath(sys.path[0]) == str(_here):
         del sys.path[0]
 
-from autograder import cgroups, grading_environment, kernel_zygote, seccomp_filter  # noqa: E402
+from autograder import grading_environment  # noqa: E402
+from autograder.sandbox import cgroups, kernel_zygote, seccomp_filter  # noqa: E402
 from autograder.checker import line  # noqa: E402
 from autograder.grading_environment import value  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
 WORK = "/tmp/submission"              # the kernel's working folder inside the sandbox
-STUB = HERE / "sandbox_stubs" / "gptcourse"
+STUB = HERE / "stubs" / "gptcourse"
 NAMESPACES = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
               "--new-session", "--die-with-parent", "--cap-drop", "ALL"]
 

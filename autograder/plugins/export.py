@@ -1,4 +1,4 @@
-"""`nbgrader export --exporter=autograder.export.PerCheckExport --to checks.csv`: one row per student and
+"""`nbgrader export --exporter=autograder.plugins.export.PerCheckExport --to checks.csv`: one row per student and
 notebook, one column per graded test cell plus the flags, so an instructor sees which misconception each
 student has. Every text cell is written so that a spreadsheet reads it as text, never as a formula: the file
 goes through the course's one CSV writer (autograder/report/csv_files.py), which the class report's files

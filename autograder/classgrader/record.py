@@ -76,7 +76,7 @@ def record(course, outcome, config) -> None:
     from nbgrader.api import Gradebook
     from nbgrader.utils import rmtree
 
-    from autograder.grading_kit import write_folder
+    from autograder.classgrader.grading_kit import write_folder
 
     assignment, student = outcome.assignment, outcome.student
     graded = course.path("autograded", student, assignment)

@@ -1,7 +1,7 @@
 """Before grading a class: which of the grader's limits hold on this machine, for this account, and why.
 
-    python -m autograder.preflight                    # the course the current folder is in, else this checkout's
-    python -m autograder.preflight --course /srv/gpt2-block/course
+    python -m autograder.sandbox.preflight                    # the course the current folder is in, else this checkout's
+    python -m autograder.sandbox.preflight --course /srv/gpt2-block/course
 
 Run it as the account that grades (on a JupyterHub, the grader account, never root), where it grades. It
 starts a trivial sandbox, tries what a grading kernel's launcher does with control groups (create a group,
@@ -24,7 +24,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import cgroups, grading_environment
+from autograder.sandbox import cgroups
+from autograder import grading_environment
 
 # What enforces each limit: where it holds whatever the machine allows (the grader's own side, the sandbox's
 # tmpfs), and the two that need a control group to hold for the whole submission.
@@ -117,7 +118,7 @@ def limit_rows(found: Cgroups, sandbox: bool) -> list[tuple[str, str, str, str]]
             rows.append((limit.what, applied, "per-process limits (setrlimit)", "holds per process"))
         else:
             raise ValueError(f"{limit.variable}: the preflight does not know what enforces it "
-                             "(autograder/preflight.py)")
+                             "(autograder/sandbox/preflight.py)")
     return rows
 
 
@@ -133,7 +134,7 @@ def report(course_root: Path | None = None) -> tuple[str, int]:
     """The preflight's text and exit status, for `course_root`, else the course the current folder is in, else
     this checkout's."""
     from autograder.course import REPO, Course
-    from autograder.sandboxed_kernel import check
+    from autograder.sandbox.sandboxed_kernel import check
 
     course = Course(course_root or course_here() or REPO)
     course.grading_config()                   # the course's limits, as its nbgrader_config.py sets them

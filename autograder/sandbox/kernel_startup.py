@@ -58,11 +58,19 @@ def _install_guard(seed_everything):
     import threading
     import types
 
-    # What to watch is declared beside the limits (made readable in the sandbox; IPython puts this file's
-    # folder on sys.path while it runs). Taken out of sys.modules again: the notebook never sees it.
-    import grading_environment as declared
+    # What to watch is declared beside the limits, in the package's grading_environment.py (made readable in the
+    # sandbox; IPython puts this file's folder, the package's sandbox/, first on sys.path while it runs). Loaded
+    # under a name of its own and taken out of sys.modules again: the notebook never sees it.
+    import importlib.util
 
-    sys.modules.pop(declared.__name__, None)
+    spec = importlib.util.spec_from_file_location(
+        "_course_declared", os.path.join(os.path.dirname(sys.path[0]), "grading_environment.py"))
+    declared = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = declared                # a dataclass there looks its module up while it is made
+    try:
+        spec.loader.exec_module(declared)
+    finally:
+        sys.modules.pop(spec.name, None)
 
     ip = get_ipython()   # noqa: F821 (IPython provides it in exec_files)
     _id, _type, _getattr, _vars = id, type, getattr, vars
@@ -285,8 +293,8 @@ def _install_bridge():
 
     from ipykernel.kernelapp import IPKernelApp
 
-    # IPython runs this file with its folder first on sys.path (safe_execfile), as the guard's import relies on.
-    folder = os.path.join(sys.path[0], "checker")
+    # IPython runs this file with its folder (the package's sandbox/) first on sys.path (safe_execfile).
+    folder = os.path.join(os.path.dirname(sys.path[0]), "checker")
     for name, file in (("_course_checker_values", "values.py"), ("_course_checker_tables", "tables.py"),
                        ("_course_checker_bridge", "bridge.py")):
         spec = importlib.util.spec_from_file_location(name, os.path.join(folder, file))

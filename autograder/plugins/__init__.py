@@ -1,0 +1,3 @@
+"""nbgrader's plugins for the course, one job a file: intake and restoring the release, the guarded execution that
+runs a notebook in the sandbox and its checks in the checker, the verdict, hidden tests withheld, the per-check
+export, the late policy, and the collectors (nbgrader's exchange, a Canvas zip) with what of a hand-in is graded."""
