@@ -211,7 +211,7 @@ WARM_PARENT_VARIABLE = "COURSE_GRADING_WARM_PARENT"
 
 
 # The kernel every submission runs in, as a Jupyter kernelspec. It is not installed anywhere: the grader
-# hands it to the kernel manager (guarded_execute.SandboxKernelSpecs), with {resource_dir} the package's
+# hands it to the kernel manager (plugins/sandbox_kernels.SandboxKernelSpecs), with {resource_dir} the package's
 # sandbox/ folder and the graded course's root added as the launcher's second argument (the launcher hides it), so
 # nothing is written to disk. The launcher runs as a script, loading its own package from the folder it lies
 # in; the submission's folder is never on its import path.
@@ -268,7 +268,7 @@ def readable_paths() -> list[str]:
 
 
 # Set by the class grader on its workers, which grade a copy of the course: the instructor's own course folder,
-# which the sandbox hides as well (guarded_execute.hidden_courses).
+# which the sandbox hides as well (plugins/sandbox_kernels.hidden_courses).
 ORIGINAL_COURSE_VARIABLE = "COURSE_GRADING_ORIGINAL_COURSE"
 
 

@@ -60,7 +60,7 @@ def test_the_hand_ins_key_covers_every_file_its_kernel_can_read(tmp_path):
     nothing (a regrade, or a resubmission of the same hand-in, meets the same ones)."""
     import nbformat
 
-    from autograder.plugins.guarded_execute import hand_in_key
+    from autograder.plugins.checker_link import hand_in_key
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("table = open('notes.txt').read()")])
     (tmp_path / "notes.txt").write_text("a table of answers")
@@ -307,7 +307,8 @@ def test_the_checker_runs_in_a_sandbox_without_the_course_the_network_or_the_gra
         outcome = session.run("check", "look", f"""
 import os, socket, pathlib, autograder
 package = pathlib.Path(autograder.__file__).parent
-print(sorted(str(path.relative_to(package)) for path in package.rglob("*") if path.suffix == ".py" or path.name == "checker"))
+print(sorted(str(path.relative_to(package)) for path in package.rglob("*")
+             if path.suffix == ".py" or path.name == "checker"))
 print(pathlib.Path(package.parent, "README.md").exists(), pathlib.Path(package.parent, "solutions").exists())
 print(os.path.exists({str(tmp_path / "graders-file")!r}), os.environ.get("SSH_AUTH_SOCK"))
 try:
@@ -320,7 +321,7 @@ except OSError as error:
         session.close()
     assert outcome["ok"], outcome
     lines = outcome["stdout"].splitlines()
-    checker = sorted(f"checker/{path.name}" for path in Path(autograder.__file__).parent.joinpath("checker").glob("*.py"))
+    checker = sorted(f"checker/{path.name}" for path in (Path(autograder.__file__).parent / "checker").glob("*.py"))
     assert lines[0] == str(sorted(["__init__.py", "bounded.py", "checker", *checker, "grading_environment.py",
                                    "sandbox/__init__.py", "sandbox/kernel_zygote.py"]))
     assert lines[1:] == ["False False", "False None", "no network"]

@@ -710,11 +710,13 @@ def test_the_graders_process_answers_for_a_silent_kernel_without_importing_pytor
     import subprocess
     import sys
 
-    from autograder.plugins.guarded_execute import no_answer
+    from autograder.plugins.checker_link import no_answer
 
     tree = {"raised": {"type": "RuntimeError", "bases": ["RuntimeError"], "message": "no answer (é)"}}
     assert no_answer("no answer (é)") == values.pack(tree)
     assert values.unpack(no_answer("x"), 2**20)["raised"]["message"] == "x"
-    loaded = subprocess.run([sys.executable, "-c", "import sys, autograder.plugins.guarded_execute as g; g.no_answer('x'); "
-                             "print('torch' in sys.modules)"], capture_output=True, text=True, check=True)
+    loaded = subprocess.run([sys.executable, "-c", "import sys, autograder.plugins.guarded_execute; from "
+                             "autograder.plugins.checker_link import no_answer; no_answer('x'); "
+                             "print('torch' in sys.modules)"],
+                            capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "False"

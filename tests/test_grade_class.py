@@ -111,7 +111,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(ours, graded):
 def test_the_command_regrades_only_when_forced_and_shows_progress(ours, graded):
     root = ours
     solution = students()[0]
-    command = [sys.executable, "-m", "autograder.classgrader.grade_class", ASSIGNMENT, "--course", str(root), "--student", solution]
+    command = [sys.executable, "-m", "autograder.classgrader", ASSIGNMENT, "--course", str(root), "--student", solution]
     skipped = subprocess.run(command, capture_output=True, text=True, env=tool_env())
     assert skipped.returncode == 0, skipped.stderr
     assert "graded 0, skipped 1" in skipped.stdout

@@ -11,9 +11,10 @@ import pytest
 
 from autograder.sandbox import cgroups
 from autograder.classgrader import grade_class
-from autograder.plugins import guarded_execute
+from autograder.plugins import sandbox_kernels
 from autograder.cells import CONDITIONS, FLAGS, notebook_conditions, notebook_flags
-from autograder.plugins.guarded_execute import PER_PROCESS_ONLY, ROOT_WITHOUT_CGROUP, GuardedExecute
+from autograder.plugins.guarded_execute import GuardedExecute
+from autograder.plugins.sandbox_kernels import PER_PROCESS_ONLY, ROOT_WITHOUT_CGROUP
 from autograder.report import page
 from autograder.report.data import ClassData, Result, read_notebook
 from autograder.plugins.verdict import RecordFlags
@@ -33,7 +34,7 @@ def released_group(monkeypatch, machine_has_cgroups: bool) -> dict:
 
 
 def test_an_account_without_cgroups_is_a_condition_of_the_run_not_a_flag(monkeypatch):
-    monkeypatch.setattr(guarded_execute.os, "getuid", lambda: 1000)
+    monkeypatch.setattr(sandbox_kernels.os, "getuid", lambda: 1000)
     resources = released_group(monkeypatch, machine_has_cgroups=False)
     assert resources.get(FLAGS, []) == [] and resources[CONDITIONS] == [PER_PROCESS_ONLY]
     nb, _ = RecordFlags().preprocess(nbformat.v4.new_notebook(), resources)
@@ -42,7 +43,7 @@ def test_an_account_without_cgroups_is_a_condition_of_the_run_not_a_flag(monkeyp
 
 def test_as_root_the_condition_says_processes_were_not_limited_at_all(monkeypatch):
     """RLIMIT_NPROC does not bind root: without a group nothing limits a root grader's kernels' processes."""
-    monkeypatch.setattr(guarded_execute.os, "getuid", lambda: 0)
+    monkeypatch.setattr(sandbox_kernels.os, "getuid", lambda: 0)
     resources = released_group(monkeypatch, machine_has_cgroups=False)
     assert resources[CONDITIONS] == [ROOT_WITHOUT_CGROUP] and "processes not limited at all" in ROOT_WITHOUT_CGROUP
     monkeypatch.setattr(cgroups, "available", lambda: False)
@@ -54,14 +55,14 @@ def test_as_root_the_condition_says_processes_were_not_limited_at_all(monkeypatc
 
 
 def test_one_submission_without_its_group_where_others_get_theirs_is_flagged(monkeypatch):
-    monkeypatch.setattr(guarded_execute.os, "getuid", lambda: 1000)
+    monkeypatch.setattr(sandbox_kernels.os, "getuid", lambda: 1000)
     resources = released_group(monkeypatch, machine_has_cgroups=True)
     assert resources[FLAGS] == ["limits per process only: no cgroup could be created for this submission"]
     assert CONDITIONS not in resources
 
 
 def test_the_class_grader_says_it_once_when_it_starts(monkeypatch):
-    monkeypatch.setattr(guarded_execute.os, "getuid", lambda: 1000)
+    monkeypatch.setattr(sandbox_kernels.os, "getuid", lambda: 1000)
     monkeypatch.setattr(cgroups, "available", lambda: False)
     monkeypatch.delenv("COURSE_GRADING_SANDBOX", raising=False)
     assert grade_class.run_conditions(remote=False) == [PER_PROCESS_ONLY]

@@ -217,16 +217,17 @@ def test_the_code_sent_to_a_remote_cluster_is_the_package_and_nothing_of_the_cou
 def test_a_class_graders_sandbox_hides_the_instructors_course_as_well_as_the_copy_it_grades(tmp_path, monkeypatch):
     """A class grader's worker grades a copy of the course (its kit); the grading kernel's sandbox hides the
     instructor's own course too, named by the class grader in ORIGINAL_COURSE_VARIABLE."""
-    from autograder.sandbox import sandboxed_kernel
+    from autograder.sandbox import mounts
     from autograder.grading_environment import ORIGINAL_COURSE_VARIABLE
-    from autograder.plugins.guarded_execute import GuardedExecute, hidden_courses
+    from autograder.plugins.guarded_execute import GuardedExecute
+    from autograder.plugins.sandbox_kernels import hidden_courses
 
     original, copy = tmp_path / "course", tmp_path / "worker" / "course"
     original.mkdir()
     copy.mkdir(parents=True)
     monkeypatch.setenv(ORIGINAL_COURSE_VARIABLE, str(original))
     assert hidden_courses(GuardedExecute()) == [str(original)]       # on its own: no course being graded
-    assert {str(original), str(copy)} <= set(sandboxed_kernel.masked_paths([str(copy), str(original)]))
+    assert {str(original), str(copy)} <= set(mounts.masked_paths([str(copy), str(original)]))
 
 
 GRADER_THEN_SLEEP = """
@@ -298,6 +299,6 @@ def test_the_class_grader_starts_from_a_course_copys_root_folder(tmp_path):
     """Run from a copy's root, `autograder` is the copy's folder of configuration (a namespace package before the
     installed one): the class grader failed there, importing a name of the package's __init__."""
     copy = grading.make_course(tmp_path / "course")
-    result = subprocess.run([sys.executable, "-m", "autograder.classgrader.grade_class", "--help"], cwd=copy,
+    result = subprocess.run([sys.executable, "-m", "autograder.classgrader", "--help"], cwd=copy,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -1,11 +1,11 @@
-"""What of a grading kernel's own stdout and stderr reaches the grader's log (sandboxed_kernel.PassOn): lines
+"""What of a grading kernel's own stdout and stderr reaches the grader's log (sandbox/drainer.py: PassOn): lines
 prefixed and escaped, and at most STDIO_BYTES of log in all, prefixes and escapes counted, whatever the kernel
 writes (the second review of issue 41: 16 KB of empty lines and NUL bytes took 368 KB of log)."""
 
 import pytest
 
-from autograder.sandbox import sandboxed_kernel
-from autograder.sandbox.sandboxed_kernel import STDIO_BYTES, PassOn
+from autograder.sandbox import drainer
+from autograder.sandbox.drainer import STDIO_BYTES, PassOn
 
 pytestmark = pytest.mark.quick
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.quick
 @pytest.fixture
 def log(monkeypatch) -> list[bytes]:
     written: list[bytes] = []
-    monkeypatch.setattr(sandboxed_kernel, "tell", written.append)
+    monkeypatch.setattr(drainer, "tell", written.append)
     return written
 
 

@@ -194,7 +194,7 @@ def test_a_kernel_holds_no_descriptor_of_the_graders_and_its_output_reaches_the_
     assert forged and all(line.startswith("[grading kernel ") for line in forged), forged
     # The kernel wrote 4 MB; the log keeps at most sandboxed_kernel.STDIO_BYTES of it, escaped (4 bytes a
     # byte at most) and prefixed, plus what the workers themselves logged.
-    from autograder.sandbox.sandboxed_kernel import STDIO_BYTES
+    from autograder.sandbox.drainer import STDIO_BYTES
     assert content.count(b"z" * 1024) <= STDIO_BYTES // 1024 and len(content) < 8 * STDIO_BYTES + 2**20
 
 

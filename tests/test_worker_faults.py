@@ -322,7 +322,7 @@ def test_a_run_whose_workers_are_all_gone_stops_with_a_message(course, tmp_path_
         killer.start()
         wait = 5
         started = time.monotonic()
-        command = subprocess.run([sys.executable, "-m", "autograder.classgrader.grade_class", A, "--course", str(root),
+        command = subprocess.run([sys.executable, "-m", "autograder.classgrader", A, "--course", str(root),
                                   "--scheduler", address, "--worker-wait", str(wait), "--no-progress"],
                                  capture_output=True, text=True, env=tool_env(), timeout=300)
         seconds = time.monotonic() - started

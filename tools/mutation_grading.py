@@ -113,11 +113,11 @@ class Grader:
         self.notebook = self.course.master_notebook(assignment).stem
         self.master = nbformat.read(self.course.master_notebook(assignment), as_version=4)
         from autograder import grading_environment
-        from autograder.sandbox import sandboxed_kernel
+        from autograder.sandbox import mounts
 
         self.environment = grading_environment
         # The sandbox mounts a stand-in for the course's reference module; here the same file answers its import.
-        sys.meta_path.insert(0, StandIn("gptcourse", sandboxed_kernel.STUB / "__init__.py"))
+        sys.meta_path.insert(0, StandIn("gptcourse", mounts.STUB / "__init__.py"))
         sys.modules.pop("gptcourse", None)
 
         class Hook(DisplayHook):
@@ -226,7 +226,7 @@ class Grader:
         from nbgrader.utils import determine_grade
 
         from autograder.cells import FLAGS, error_output, grade_id, is_test, nbgrader_record
-        from autograder.plugins.guarded_execute import is_given
+        from autograder.plugins.checker_link import is_given
         from autograder.plugins.verdict import Verdict
         from autograder.plugins.withhold import hidden_lines
 
@@ -243,7 +243,7 @@ class Grader:
         if self.checked:
             from autograder.checker.bridge import Bridge
             from autograder.checker.process import Checks, in_process
-            from autograder.plugins.guarded_execute import hand_in_key
+            from autograder.plugins.checker_link import hand_in_key
 
             checks = Checks(in_process(Bridge(shell.user_ns).serve), hand_in_key(notebook, self.course.grading_secret()))
         resources: dict = {}

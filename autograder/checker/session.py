@@ -5,7 +5,7 @@ notebook's given cells and checks. The session forwards the child's bridge reque
 (`bridge`, given by GuardedExecute) and returns each cell's outcome. A child that overruns a cell's time is
 killed, and the next cell gets a fresh one.
 
-The parent runs in bubblewrap, as a kernel does (sandboxed_kernel.base_argv: the system and the Python
+The parent runs in bubblewrap, as a kernel does (mounts.base_argv: the system and the Python
 environment read-only, a private /tmp), with nothing of the course but the few files of the grading package it
 imports, no network and no socket on disk: each notebook's connection is one end of a socket pair, handed to the
 parent over a control socket it inherited.
@@ -42,14 +42,14 @@ def sandbox() -> tuple[list[str], list[int]]:
     """bwrap's arguments for the checker's parent, up to its command, and the descriptors they name: a kernel's
     file system (no course, no home), the package files it imports read-only, and its own namespaces for the
     network, IPC and host name. (Not its own process ids: the grader stops a child that overran by its pid.)"""
-    from autograder.sandbox import sandboxed_kernel
+    from autograder.sandbox import mounts
     from autograder.grading_environment import KEPT_ENVIRONMENT
 
-    argv, fds = sandboxed_kernel.base_argv([])
+    argv, fds = mounts.base_argv([])
     package = Path(PACKAGE_PARENT) / "autograder"
     for name in PACKAGE_FILES:
         argv += ["--ro-bind", str(package / name), str(package / name)]
-    argv += sandboxed_kernel.closed_argv()
+    argv += mounts.closed_argv()
     argv += ["--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--new-session",
              "--cap-drop", "ALL", "--clearenv", "--chdir", "/tmp"]
     kept = {key: text for key, text in os.environ.items()

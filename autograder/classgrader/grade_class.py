@@ -263,7 +263,7 @@ def run_conditions(remote: bool) -> list[str]:
     say so in each notebook's record, which the class report gathers)."""
     from autograder.sandbox import cgroups
     from autograder.grading_environment import sandbox_enabled
-    from autograder.plugins.guarded_execute import per_process_condition
+    from autograder.plugins.sandbox_kernels import per_process_condition
 
     return [per_process_condition()] if not remote and sandbox_enabled() and not cgroups.available() else []
 

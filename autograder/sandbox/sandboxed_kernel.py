@@ -2,7 +2,7 @@
 
     python sandboxed_kernel.py CONNECTION_FILE COURSES [IPYKERNEL ARGUMENTS...]
 
-COURSES: the course folders to hide, joined by os.pathsep (guarded_execute.hidden_courses).
+COURSES: the course folders to hide, joined by os.pathsep (plugins/sandbox_kernels.hidden_courses).
 
 What the kernel gets, and why:
 
@@ -18,7 +18,7 @@ What the kernel gets, and why:
   limited size. Nothing it writes reaches the autograded folder, which nbgrader writes afterwards.
 - **An allow-list, not a deny-list.** bwrap's root starts empty; mounted into it, read-only, are only the
   system's programs and libraries and the few /etc files Python needs (grading_environment.SYSTEM_PATHS
-  and SYSTEM_FILES), the Python environment's own folders wherever it lives (python_paths), the kernel's
+  and SYSTEM_FILES), the Python environment's own folders wherever it lives (mounts.py), the kernel's
   start-up file, grading_environment.py (the guard's watch list) and the connection file; /etc/passwd is
   written for the sandbox. Nothing else of the machine exists in it: not the course, wherever it lives,
   its checkout, the exchange, a home. The course, its checkout and the homes are emptied again should one
@@ -33,7 +33,7 @@ What the kernel gets, and why:
   system call (seccomp_filter.py: bwrap loads the program).
 - **No descriptor of the grader's.** bwrap passes on only descriptors 0-2, so the launcher replaces them
   first: stdin is /dev/null, stdout and stderr are one pipe. A child of the launcher, outside the sandbox
-  (the drainer, in a session of its own), passes at most STDIO_BYTES of it on to the grader's stderr (its log, or the instructor's terminal),
+  (the drainer, drainer.py, in a session of its own), passes at most STDIO_BYTES of it on to the grader's stderr (its log, or the instructor's terminal),
   each line prefixed and with control characters escaped, and drops the rest. The kernel can neither read
   the grader's log nor write into it beyond that, nor change its mode, nor send a terminal escape sequence.
 - **Limits for the whole submission** (grading_environment.py): a cgroup for memory and processes
@@ -64,8 +64,6 @@ import importlib.util
 import json
 import os
 import resource
-import socket
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -87,157 +85,13 @@ if __name__ == "__main__" and "autograder" not in sys.modules:
 from autograder import grading_environment  # noqa: E402
 from autograder.sandbox import cgroups, kernel_zygote, seccomp_filter  # noqa: E402
 from autograder.checker import line  # noqa: E402
+from autograder.sandbox.drainer import detach_stdio, hand_to_drainer  # noqa: E402
+from autograder.sandbox.mounts import (WORK, base_argv, closed_argv, copy_budget, copy_in, data,  # noqa: E402
+                                       rule_stubs, socket_argv)
 from autograder.grading_environment import value  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
-
-WORK = "/tmp/submission"              # the kernel's working folder inside the sandbox
-STUB = HERE / "stubs" / "gptcourse"
 NAMESPACES = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
               "--new-session", "--die-with-parent", "--cap-drop", "ALL"]
-
-
-def masked_paths(courses: list[str]) -> list[str]:
-    """The folders grading_environment.never_readable names that exist, resolved."""
-    existing = []
-    for path in grading_environment.never_readable(courses):
-        real = os.path.realpath(path)
-        if os.path.isdir(real) and real != "/" and real not in existing:
-            existing.append(real)
-    return existing
-
-
-def python_paths() -> list[str]:
-    """The Python environment the kernel runs, wherever it lives (a venv in the repository, pyenv in a home)."""
-    paths = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    paths.add(os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))))
-    paths |= {os.path.realpath(p) for p in sys.path if p and os.path.isdir(p) and "site-packages" in p}
-    return sorted(paths)
-
-
-def inside(path: str, folders: list[str]) -> bool:
-    return any(path == folder or path.startswith(folder + os.sep) for folder in folders)
-
-
-NBGRADER_RECORDS = ("timestamp.txt", "submission_secret.txt")     # nbgrader's, beside the hand-in: not the kernel's
-
-
-def handed_in(folder: str, budget: int):
-    """(path in the kernel's WORK, open descriptor) for each file of the hand-in the kernel gets, never following a
-    link, within `budget` bytes: every regular file but notebooks (nbgrader writes the notebook it grades into
-    this folder before running it, its test cells restored from the gradebook, hidden parts included, and the
-    kernel runs its cells, never reads it) and nbgrader's own records. The hidden inputs' key reads the same
-    files (guarded_execute.hand_in_key): what the kernel can read of the hand-in is what a resubmission changes."""
-    for root, dirs, files in os.walk(folder, followlinks=False):
-        relative = os.path.relpath(root, folder)
-        target = WORK if relative == "." else os.path.join(WORK, relative)
-        if relative != ".":
-            yield target, None
-        dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(root, d)))
-        for name in sorted(files):
-            if name.endswith(".ipynb") or (relative == "." and name in NBGRADER_RECORDS):
-                continue
-            try:
-                fd = os.open(os.path.join(root, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-            except OSError:
-                continue                       # a link, or unreadable: not copied
-            size = os.fstat(fd).st_size
-            if not stat.S_ISREG(os.fstat(fd).st_mode) or size > budget:
-                os.close(fd)
-                continue
-            budget -= size
-            yield os.path.join(target, name), fd
-
-
-def copy_in(folder: str, budget: int) -> tuple[list[str], list[int]]:
-    """bwrap arguments that copy the hand-in's files (handed_in) into WORK."""
-    argv, fds = ["--dir", WORK], []
-    for path, fd in handed_in(folder, budget):
-        if fd is None:
-            argv += ["--dir", path]
-            continue
-        os.set_inheritable(fd, True)
-        fds.append(fd)
-        argv += ["--perms", "0644", "--file", str(fd), path]
-    return argv, fds
-
-
-def copy_budget() -> int:
-    """What the hand-in's files may take of the kernel's disk: half of it."""
-    return int(value("COURSE_GRADING_DISK_MB") * 2**20) // 2
-
-
-def data(text: str | bytes) -> int:
-    """A file descriptor bwrap reads `text` from (--ro-bind-data, --seccomp); inherited across exec."""
-    read, write = os.pipe()
-    os.write(write, text if isinstance(text, bytes) else text.encode())     # far below a pipe's buffer
-    os.close(write)
-    os.set_inheritable(read, True)
-    return read
-
-
-def users() -> tuple[str, str]:
-    """/etc/passwd and /etc/group of the sandbox: root (at its usual home, empty or absent here) and the grader's
-    user, at home in the working folder (the machine's own list names its users and their homes)."""
-    uid, gid = os.getuid(), os.getgid()
-    passwd = ["root:x:0:0:root:/root:/usr/sbin/nologin"]
-    group = ["root:x:0:"]
-    if uid:
-        passwd.append(f"student:x:{uid}:{gid}:student:{WORK}:/usr/sbin/nologin")
-    if gid:
-        group.append(f"student:x:{gid}:")
-    return "\n".join(passwd) + "\n", "\n".join(group) + "\n"
-
-
-def base_argv(courses: list[str] | None = None) -> tuple[list[str], list[int]]:
-    """The file system every sandbox gets, built from nothing (bwrap's root is an empty tmpfs): the system's
-    programs and libraries and the Python environment read-only, private size-limited /tmp and /dev/shm,
-    /dev and /proc; no other path of the machine exists in it. Returns bwrap's arguments and the file
-    descriptors they name."""
-    disk = int(value("COURSE_GRADING_DISK_MB") * 2**20)
-    argv, fds = ["bwrap"], []
-    for path in [*grading_environment.SYSTEM_PATHS, *grading_environment.SYSTEM_FILES]:
-        if os.path.islink(path):
-            argv += ["--symlink", os.readlink(path), path]     # /bin -> usr/bin on a merged /usr
-        elif os.path.exists(path):
-            argv += ["--ro-bind", path, path]
-    for path, text in zip(("/etc/passwd", "/etc/group"), users()):
-        fds.append(data(text))
-        argv += ["--ro-bind-data", str(fds[-1]), path]
-    argv += ["--dev", "/dev", "--proc", "/proc"]
-    # Files written by the submission: one size-limited tmpfs for /tmp (the working folder lives there), a
-    # small one for /dev/shm. Both count as memory in the cgroup.
-    argv += ["--size", str(disk), "--tmpfs", "/tmp", "--size", str(min(disk, 256 * 2**20)), "--tmpfs", "/dev/shm"]
-    # The Python environment wherever it lives, only its own folders (a venv inside the course's checkout
-    # brings nothing else of the checkout); parents first, so a folder inside another is mounted over it.
-    python = sorted(python_paths(), key=lambda p: p.count("/"))
-    masked = masked_paths(courses or [])
-    for path in python:
-        if not inside(path, [*python[:python.index(path)], *grading_environment.SYSTEM_PATHS]):
-            argv += ["--ro-bind", path, path]
-    # Belt and braces: the course, its checkout and the homes stay empty even where one lies inside a
-    # readable path (a tmpfs of one page: mount points can still be made in it, and nothing of size written);
-    # the Python environment inside one of them is mounted back.
-    for path in masked:
-        if inside(path, [*grading_environment.SYSTEM_PATHS, *python]):
-            argv += ["--size", "4096", "--tmpfs", path]
-            argv += [arg for inner in python if inside(inner, [path]) for arg in ("--ro-bind", inner, inner)]
-    return argv, fds
-
-
-def closed_argv() -> list[str]:
-    """The last options: nothing the submission can write outside its size-limited folders (the root and /dev
-    are tmpfs without a size limit, read-only once every mount point is made)."""
-    return ["--remount-ro", "/dev", "--remount-ro", "/"]
-
-
-def rule_stubs() -> list[str]:
-    """Mount the stub over the course's reference module, wherever it is installed."""
-    spec = importlib.util.find_spec("gptcourse")
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    location = os.path.realpath(list(spec.submodule_search_locations)[0])
-    return ["--ro-bind", str(STUB), location]
 
 
 def rlimits(memory: int, group: cgroups.Cgroup | None) -> dict[str, tuple[int, int]]:
@@ -281,17 +135,6 @@ def check() -> str | None:
     return None
 
 
-SOCKET_FOLDER_BYTES = 64 * 2**10     # sockets take no space; a tmpfs this small holds nothing else of size
-
-
-def socket_argv(connection: dict) -> list[str]:
-    """The kernel's sockets, in a tiny tmpfs of their own inside the sandbox at the path the connection file
-    names (so the kernel's view of its connection is unchanged): nothing written there escapes the limits."""
-    if connection.get("transport") != "ipc":
-        return []
-    return ["--size", str(SOCKET_FOLDER_BYTES), "--tmpfs", os.path.dirname(os.path.abspath(connection["ip"]))]
-
-
 def sandbox_pid(info: int) -> int | None:
     """The sandbox's first process, as bwrap tells it on --info-fd; None if bwrap failed before it started one."""
     text = b""
@@ -318,168 +161,10 @@ def link_sockets(connection: dict, child: int) -> None:
         os.symlink(f"/proc/{child}/root{path}", path)
 
 
-STDIO_BYTES = 16 * 2**10     # of the grader's stderr the kernel's own stdout and stderr may take, prefixes included
-
-
-def printable(line: bytes, label: str) -> bytes:
-    """One line of the kernel's output as the grader's log may hold it: prefixed, control characters escaped."""
-    text = line.decode("utf-8", errors="replace")
-    text = "".join(char if char.isprintable() or char == "\t" else f"\\x{ord(char):02x}" for char in text)
-    return f"[grading kernel {label}] {text}\n".encode()
-
-
-def tell(text: bytes) -> None:
-    try:
-        os.write(2, text)
-    except OSError:
-        pass                  # the grader's stderr is gone: keep draining, so the kernel never blocks
-
-
-class PassOn:
-    """The kernel's output as it comes, on to this process's stderr, line by line, prefixed and escaped, until
-    what was written (prefixes and escapes counted: an empty line or a NUL byte would otherwise take the log many
-    times what it costs the kernel) reaches STDIO_BYTES; the rest is dropped (the kernel never blocks on a full
-    pipe) and counted in one last line."""
-
-    def __init__(self, label: str):
-        self.label, self.written, self.dropped, self.pending = label, 0, 0, b""
-
-    def take(self, chunk: bytes) -> None:
-        if self.written >= STDIO_BYTES:
-            self.dropped += len(chunk)
-            return
-        *lines, self.pending = (self.pending + chunk).split(b"\n")
-        for line in lines:
-            self.say(line, len(line) + 1)
-        if len(self.pending) > STDIO_BYTES:             # a line longer than the whole budget: what fits of it
-            self.say(self.pending, len(self.pending))
-            self.pending = b""
-
-    def say(self, line: bytes, size: int) -> None:
-        if self.written >= STDIO_BYTES:
-            self.dropped += size
-            return
-        text = printable(line, self.label)
-        room = STDIO_BYTES - self.written
-        if len(text) > room:                            # what fits of it, if more than its prefix fits; counted whole
-            self.dropped += size
-            if room <= len(printable(b"", self.label)):
-                self.written = STDIO_BYTES
-                return
-            text = text[:room - 1] + b"\n"
-        tell(text)
-        self.written += len(text)
-
-    def end(self) -> None:
-        if self.pending:
-            self.say(self.pending, len(self.pending))
-        if self.dropped:
-            tell(printable(f"... {self.dropped} more bytes of its stdout and stderr dropped".encode(), self.label))
-
-
-# Each sandbox ends when its first process, bubblewrap's init, does: the kernel dies with it, and every process the
-# kernel started (pid 1 of a PID namespace takes them all). bwrap asks init to die with the launcher
-# (--die-with-parent), but that is a setting of init, which the kernel can change: it runs as the same user, so it can
-# write init's code through /proc/1/mem (a file's write: seccomp cannot tell it apart) and clear it. Where no cgroup
-# holds the submission, the sandbox would then outlive its grading. So the drainer, outside the sandbox, holds a
-# pidfd of each sandbox's init (sent by the launcher, told the pid by bwrap's --info-fd) and kills init once the
-# launcher has ended, however it ended (exited, killed by the grader, or as bwrap after exec).
-_to_drainer: socket.socket | None = None       # the launcher's end: inits' pidfds go to the drainer
-
-
-def drain(read: int, label: str, inits: socket.socket, launcher: int | None, ended: bool) -> None:
-    """The drainer: pass the kernel's output on (PassOn) until every writer has gone, and kill each sandbox's init
-    (pidfds received on `inits`) once the launcher (`launcher`, a pidfd, or None) has ended (`ended`: already)."""
-    import select
-    import signal
-
-    output, pidfds = PassOn(label), []
-    watched = {read, inits.fileno(), *([launcher] if launcher is not None else [])}
-
-    def end_sandboxes() -> None:
-        for pidfd in pidfds:
-            with contextlib.suppress(OSError):               # already gone: ESRCH
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-
-    while read in watched:
-        ready = select.select(list(watched), [], [])[0]
-        if inits.fileno() in ready:
-            message, fds, _, _ = socket.recv_fds(inits, 16, 4)
-            pidfds += fds
-            if not message and not fds:
-                watched.discard(inits.fileno())           # the launcher and its helpers have all closed it
-            elif ended:
-                end_sandboxes()
-        if launcher in ready:
-            ended = True
-            watched.discard(launcher)
-            end_sandboxes()
-        if read in ready:
-            chunk = os.read(read, 2**16)
-            if chunk:
-                output.take(chunk)
-            else:
-                watched.discard(read)
-    end_sandboxes()
-    output.end()
-
-
-def detach_stdio(label: str) -> None:
-    """Give the kernel no descriptor of the grader's: stdin becomes /dev/null, stdout and stderr a pipe that a
-    child of this launcher drains (drain). The child is outside the sandbox, so the kernel cannot reach it."""
-    global _to_drainer
-    read, write = os.pipe()
-    launcher = os.getpid()
-    ours, drainers = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    if os.fork() == 0:
-        try:
-            # A session of its own: the grader ends a kernel that does not stop by killing the launcher's process
-            # group (jupyter_client), which must not take the drainer, whose work starts then.
-            os.setsid()
-            os.close(write)
-            ours.close()
-            null = os.open(os.devnull, os.O_RDWR)
-            os.dup2(null, 0)
-            os.dup2(null, 1)
-            try:
-                watched = os.pidfd_open(launcher)
-            except OSError:                     # a kernel older than Linux 5.3: only bwrap's --die-with-parent
-                watched = None
-            ended = os.getppid() != launcher    # it ended before its pidfd was open: any sandbox of it must end
-            if ended and watched is not None:
-                os.close(watched)
-                watched = None
-            drain(read, label, drainers, watched, ended)
-        finally:
-            os._exit(0)
-    drainers.close()
-    _to_drainer = ours
-    os.close(read)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(write, 1)
-    os.dup2(write, 2)
-    os.close(null)
-    os.close(write)
-
-
-def hand_to_drainer(child: int) -> None:
-    """Give the drainer a pidfd of this sandbox's init (its pid as bwrap told it, at once), to kill it when the
-    launcher ends."""
-    if _to_drainer is None:
-        return
-    with contextlib.suppress(OSError):                     # gone already (bwrap failed): nothing to end
-        pidfd = os.pidfd_open(child)
-        try:
-            socket.send_fds(_to_drainer, [b"init"], [pidfd])
-        finally:
-            os.close(pidfd)
-
-
 def die_with_grader() -> None:
     """Be killed when the grader that started this launcher dies (the kernel's parent-death signal, which
     exec into bwrap keeps), and stop at once if it died already: its process id, which it gives in the
-    kernelspec's environment (guarded_execute.SandboxKernelSpecs), is no longer this process's parent."""
+    kernelspec's environment (plugins/sandbox_kernels.SandboxKernelSpecs), is no longer this process's parent."""
     import ctypes
     import signal
 

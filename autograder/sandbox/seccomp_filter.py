@@ -13,7 +13,7 @@ Refused, with EPERM, because a namespace does not separate what they reach:
   which no seccomp program can tell apart, so a kernel can still rewrite init's code (to clear its parent-death
   signal and outlive the grading, where no cgroup holds the submission). What ends the sandbox whatever init was
   made to do is the launcher's drainer, outside it, which kills init when the launcher ends
-  (sandboxed_kernel.drain); bubblewrap loads this program into init too, so rewritten, it can call nothing the
+  (drainer.drain); bubblewrap loads this program into init too, so rewritten, it can call nothing the
   kernel cannot;
 - every system call of another ABI (x32, or 32-bit calls from a 64-bit process), whose numbers differ.
 

@@ -151,7 +151,7 @@ def grader_runs(lines: list[str]) -> subprocess.CompletedProcess:
 
 
 def test_the_class_hands_in_and_is_graded_by_the_pages_whole_class_path(prepared):
-    lines = page_block("autograder.classgrader.grade_class")
+    lines = page_block("autograder.classgrader")
     assert lines[0].startswith("cd ") and lines[1].startswith("nbgrader release_assignment")
     grader_runs(lines[:2])
     answers = Path(tempfile.mkdtemp(prefix="hub-answers-", dir="/tmp"))      # pytest's folders are root's alone
