@@ -36,7 +36,8 @@ def configure(c):
     from autograder.plugins.withhold import HideHiddenTests
     from autograder.pages.formulas import MATHML_TAGS, TypesetMath
     from autograder.pages.summary import FeedbackSummary
-    from autograder.pages.safe_markup import TAGS as SAFE_TAGS, SafeMarkup, allowed_attribute_mathml
+    from autograder.pages.allow_list import TAGS as SAFE_TAGS, allowed_attribute_mathml
+    from autograder.pages.safe_markup import SafeMarkup
     from autograder.grading_environment import kernel_arguments, sandbox_enabled, use_limits, value
     from autograder.limits import Limits
     from autograder.plugins.late_policy import CourseLatePolicy
@@ -161,7 +162,7 @@ def configure(c):
     # generate_feedback would take it for its own.
     c.HTMLExporter.preprocessors = [SafeMarkup]
     c.HTMLExporter.filters = {"markdown2html": "autograder.pages.safe_markup.markdown2html",
-                              "clean_html": "autograder.pages.safe_markup.clean_html",
+                              "clean_html": "autograder.pages.allow_list.clean_html",
                               "get_metadata": "autograder.pages.safe_markup.get_metadata"}
 
     # `nbgrader export --exporter=autograder.plugins.export.PerCheckExport --to checks.csv`: one column per check (it

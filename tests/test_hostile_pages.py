@@ -329,7 +329,8 @@ def test_tangled_html_is_shown_as_text_not_parsed_into_a_huge_page(where, tangle
     autograded notebook and 1.2 GB of the grader's memory: a browser's parse opens every formatting element again
     in each new block, attributes and all. It is shown as its text instead, at about its own size, wherever a
     hand-in's HTML is read."""
-    from autograder.pages.safe_markup import SafeMarkup, clean_html
+    from autograder.pages.allow_list import clean_html
+    from autograder.pages.safe_markup import SafeMarkup
 
     tangle = TANGLES[tangle]
     notebook = release()
