@@ -116,6 +116,14 @@ def value(variable: str) -> float:
     return BY_NAME[variable].value
 
 
+def handed_over(variable: str) -> str:
+    """A variable one of the grading's processes sets for another it starts (the launcher's grader and warm parent,
+    a worker's original course): this module is the one reader of the grading's variables."""
+    if not variable.startswith(PREFIX):
+        raise ValueError(f"{variable} is not one of the grading's variables")
+    return os.environ.get(variable, "")
+
+
 # --- the sandbox -----------------------------------------------------------------------------------------
 
 SANDBOX_VARIABLE = "COURSE_GRADING_SANDBOX"

@@ -43,7 +43,7 @@ def sandbox() -> tuple[list[str], list[int]]:
     file system (no course, no home), the package files it imports read-only, and its own namespaces for the
     network, IPC and host name. (Not its own process ids: the grader stops a child that overran by its pid.)"""
     from autograder.sandbox import mounts
-    from autograder.grading_environment import KEPT_ENVIRONMENT
+    from autograder.grading_environment import KEPT_ENVIRONMENT, grading_variables
 
     argv, fds = mounts.base_argv([])
     package = Path(PACKAGE_PARENT) / "autograder"
@@ -52,8 +52,8 @@ def sandbox() -> tuple[list[str], list[int]]:
     argv += mounts.closed_argv()
     argv += ["--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--new-session",
              "--cap-drop", "ALL", "--clearenv", "--chdir", "/tmp"]
-    kept = {key: text for key, text in os.environ.items()
-            if key in KEPT_ENVIRONMENT or key.startswith("COURSE_GRADING_")}     # the limits, as the grader's
+    kept = {key: text for key, text in os.environ.items() if key in KEPT_ENVIRONMENT}
+    kept |= grading_variables()                                                 # the limits, as the grader's
     for key, text in {**kept, "HOME": "/tmp", "TMPDIR": "/tmp", "PYTHONNOUSERSITE": "1",
                       "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1",
                       "TORCHINDUCTOR_CACHE_DIR": "/tmp"}.items():     # as in a kernel (kernel_environment)

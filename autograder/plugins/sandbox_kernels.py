@@ -21,7 +21,7 @@ def hidden_courses(preprocessor) -> list[str]:
         courses = [course_directory(preprocessor).root]
     except RuntimeError:
         courses = []
-    original = os.environ.get(grading_environment.ORIGINAL_COURSE_VARIABLE, "")
+    original = grading_environment.handed_over(grading_environment.ORIGINAL_COURSE_VARIABLE)
     return [course for course in [*courses, original] if course]
 
 

@@ -172,7 +172,7 @@ def die_with_grader() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "course grading: prctl(PR_SET_PDEATHSIG) failed")
-    grader = os.environ.get(grading_environment.GRADER_PID_VARIABLE, "")
+    grader = grading_environment.handed_over(grading_environment.GRADER_PID_VARIABLE)
     if grader and os.getppid() != int(grader):
         sys.exit("course grading: the grader that started this kernel is gone; no sandbox is started")
 
@@ -306,7 +306,7 @@ def main(arguments: list[str]) -> None:
     group = cgroups.enter(Path(connection_file).stem, memory, int(value("COURSE_GRADING_PROCESSES")))
     limits = set_rlimits(memory, group)
 
-    parent = os.environ.get(grading_environment.WARM_PARENT_VARIABLE, "")
+    parent = grading_environment.handed_over(grading_environment.WARM_PARENT_VARIABLE)
     if parent:
         argv, fds = sandbox_argv(connection_file, connection, courses)
         problem = run_warm(parent, argv, fds, connection, connection_file, kernel_arguments, group, limits)
