@@ -86,10 +86,10 @@ def configure(c):
     c.Execute.extra_arguments = kernel_arguments()
 
     # Assignments whose checks run in the checker (autograder/checker/): a process beside the kernel that never
-    # runs the student's code, reaching the student's names as values and handles. The others still run their
-    # test cells in the student's kernel, under the guard (issue 58: the rest follow as their checks are ported).
-    c.GuardedExecute.checked = ["01-layernorm", "02-mlp", "03-block", "04-gpt", "05-training", "06-gpt2-weights",
-                                "07-looking-inside"]
+    # runs the student's code, reaching the student's names as values and handles. Every assignment, by a pattern,
+    # so that one added later needs no line here (names or patterns; an assignment left out would run its test
+    # cells in the student's kernel, under the guard only).
+    c.GuardedExecute.checked = ["*"]
 
     # Rules an assignment states; a forbidden function called from the student's code fails every check
     # that runs that code, and the submission is flagged. (Importing the course's reference module gptcourse

@@ -163,7 +163,9 @@ def test_a_message_flood_is_dropped_flagged_and_costs_no_classmate(course, tmp_p
     assert "tampering detected" in flags(root, "a-big-guard-reply")
     from autograder.course import Course as GradingCourse
 
-    checked = A in GradingCourse(root).grading_config().GuardedExecute.checked
+    from autograder.plugins.checker_link import runs_in_checker
+
+    checked = runs_in_checker(A, GradingCourse(root).grading_config().GuardedExecute.checked)
     assert (total(root, "a-big-guard-reply")[0] == total(root, "honest")[0]) if checked else (
         total(root, "a-big-guard-reply")[0] < total(root, "honest")[0])
     prompted = grading.autograded_notebook(root, A, "a-markup-prompt")

@@ -109,7 +109,9 @@ class Grader:
         self.rules = dict(self.config.GuardedExecute.get("rules", {})).get(assignment, [])
         # Checked assignments run their test cells in the checker's Checks, as GuardedExecute does, reaching the
         # notebook's names through the same bridge (here in this process: values still cross as bytes).
-        self.checked = assignment in list(self.config.GuardedExecute.get("checked", []))
+        from autograder.plugins.checker_link import runs_in_checker
+
+        self.checked = runs_in_checker(assignment, self.config.GuardedExecute.get("checked", []))
         self.notebook = self.course.master_notebook(assignment).stem
         self.master = nbformat.read(self.course.master_notebook(assignment), as_version=4)
         from autograder import grading_environment

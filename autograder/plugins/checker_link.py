@@ -5,6 +5,7 @@ from the hand-in, so that what the kernel can read of it is what a resubmission 
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import hmac
 import os
@@ -91,6 +92,12 @@ def is_given(cell) -> bool:
 
 
 GUARD_REPORT = "__import__('sys').modules['_course_guard'].report()"     # the expression asking it
+
+
+def runs_in_checker(assignment: str, checked) -> bool:
+    """Whether `assignment`'s test cells run in the checker: GuardedExecute.checked names it or a pattern matches it
+    (the course's `*`, so that an assignment added later is checked there without a line of configuration)."""
+    return any(fnmatch.fnmatchcase(assignment, pattern) for pattern in checked)
 
 
 class CheckerLink:

@@ -34,7 +34,8 @@ from autograder.cells import (
 )
 from autograder.grading_environment import value
 from autograder.limits import Limits
-from autograder.plugins.checker_link import GUARD_REPORT, CheckerLink, course_secret, dig, hand_in_key, is_given
+from autograder.plugins.checker_link import (GUARD_REPORT, CheckerLink, course_secret, dig, hand_in_key, is_given,
+                                             runs_in_checker)
 from autograder.plugins.sandbox_kernels import SandboxKernelSpecs, hidden_courses, per_process_condition
 from autograder.plugins.verdict import Verdict
 from autograder.plugins.withhold import hidden_lines
@@ -62,7 +63,8 @@ class GuardedExecute(CheckerLink, Execute):
                    "nbgrader_config.py turns it off where COURSE_GRADING_SANDBOX=0").tag(config=True)
     checked = List(Unicode(), default_value=[], help="Assignments whose test cells run in the checker "
                    "(autograder/checker/): a process beside the kernel that never runs a line of the student's "
-                   "code and reaches the student's names only as values and handles").tag(config=True)
+                   "code and reaches the student's names only as values and handles. Names or patterns "
+                   "(`*`: every assignment, one added later too)").tag(config=True)
     rules = Dict(default_value={}, help="Assignment -> rules: [{'functions': [dotted names], 'message': "
                  "what the rule asks}]; a forbidden function called from the student's code fails and is "
                  "flagged").tag(config=True)
@@ -98,7 +100,7 @@ class GuardedExecute(CheckerLink, Execute):
 
         # Where the checks run in the checker, no cell in the kernel is the grader's: a rule holds for every cell
         # there (a code object forged to carry a given cell's name gains nothing).
-        checked = self.sandbox and self._assignment in self.checked
+        checked = self.sandbox and runs_in_checker(self._assignment, self.checked)
         self._grader_cells = [] if checked else [
             murmur2_x86(cell.source, get_tmp_hash_seed()) for cell in nb.cells
             if cell.cell_type == "code" and (is_test(cell) or nbgrader_record(cell).get("locked"))]
