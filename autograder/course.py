@@ -31,6 +31,9 @@ CONFIGURATION_FILES = (GRADING_CONFIG, LAYOUT_CONFIG)
 # (0600), never committed, carried to the class grader's workers in the kit. Whoever reads it can predict the
 # hidden inputs of any hand-in: it lives where the gradebook lives, which the grading sandbox hides.
 SECRET_FILE = "grading_secret"
+# The known submissions each check is tested against (tools/mutation_report.py), beside the assignment's master: an
+# instructor's file, never copied into the release (course_directory.py: CourseDirectory.ignore) or a grading kit.
+CATALOG_FILE = "catalog.yml"
 SECRET_BYTES = 32
 
 

@@ -19,6 +19,9 @@ c.CourseDirectory.release_directory = "exercises"
 c.CourseDirectory.submitted_directory = "autograder/submitted"
 c.CourseDirectory.autograded_directory = "autograder/autograded"
 c.CourseDirectory.feedback_directory = "autograder/feedback"
+# nbgrader's own list of what it never copies from a source folder, and the catalog of known submissions that lies
+# beside each master (autograder.course.CATALOG_FILE): the instructors', never the students'.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "catalog.yml"]
 # Any SQLAlchemy URL works (a shared PostgreSQL server, say); a course's own SQLite file by default. nbgrader
 # does not create the file's folder: the course's tools do (autograder.course.Course.prepare).
 c.CourseDirectory.db_url = f"sqlite:///{HERE / 'gradebook' / 'gradebook.db'}"

@@ -21,7 +21,7 @@ import warnings
 import pytest
 
 from autograder.classgrader import grading_kit
-from autograder.course import CONFIGURATION_FILES, SECRET_FILE
+from autograder.course import CATALOG_FILE, CONFIGURATION_FILES, SECRET_FILE
 from autograder.course import Course, venv_on_path
 from autograder.classgrader.grading_kit import KIT_GRADEBOOK, build_kit, handed_in_files, read_folder, unpack_kit, write_folder
 from autograder.plugins.handins import REFUSED_TIMESTAMP
@@ -103,6 +103,7 @@ def test_the_kit_holds_the_configuration_the_assignment_and_its_definitions_but_
 
     (kit_course.path("source", ".", ASSIGNMENT) / "linked.ipynb").symlink_to(tmp_path / "outside.ipynb")
     (tmp_path / "outside.ipynb").write_text("never packed")
+    (kit_course.path("source", ".", ASSIGNMENT) / CATALOG_FILE).write_text("correct: []\n")   # the instructors'
     kit = build_kit(kit_course, [ASSIGNMENT])
     members = kit_members(kit.data)
     # The course's grading secret too: the workers draw the same hidden inputs as nbgrader autograde.

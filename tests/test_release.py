@@ -35,6 +35,16 @@ def test_every_assignment_has_a_release():
     assert sorted(path.name for path in (REPO / "exercises").iterdir()) == ASSIGNMENTS
 
 
+def test_the_catalog_beside_each_master_never_reaches_the_release():
+    """Each assignment's catalog of known answers and bugs lies beside its master; nbgrader's CourseDirectory.ignore
+    (course_directory.py) keeps it out of what generate_assignment copies."""
+    from autograder.course import CATALOG_FILE
+
+    assert all((REPO / "solutions" / assignment / CATALOG_FILE).is_file() for assignment in ASSIGNMENTS)
+    assert not list((REPO / "exercises").rglob(CATALOG_FILE))
+    assert CATALOG_FILE in COURSE.coursedir.ignore
+
+
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_release_is_exactly_what_nbgrader_generates(assignment, course):
     generated, committed = course / "exercises" / assignment, REPO / "exercises" / assignment

@@ -21,11 +21,10 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from autograder.course import CONFIGURATION_FILES
+from autograder.course import CATALOG_FILE, CONFIGURATION_FILES
 from autograder import notebook as notebook_reader
 from tools.course import COURSE, Course, tool_env
 
-CATALOG = COURSE.autograder / "catalog"
 
 
 def nbgrader(course: Path, *args: str, check: bool = True, threads: int | None = None,
@@ -123,7 +122,7 @@ COPY_CEILING = 0.4
 
 
 def read_catalog(assignment: str) -> dict:
-    path = CATALOG / f"{assignment}.yml"
+    path = COURSE.folder("source") / assignment / CATALOG_FILE
     return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
 
 

@@ -365,11 +365,11 @@ def formgrader_server_config() -> dict:
 
 # --- the checkout, the exchange, the control group --------------------------------------------------------------
 
-# What of this checkout no student may read: the masters and their history, the reference module (its
-# functions are the answers), the catalog and the mutation report (correct answers and every bug), the tests and
-# built pages (which hold answers too), this checkout's own gradebook and hand-ins. The grader account keeps reading them
-# through its group (its sandbox mounts a stub over the reference module, which needs the path).
-CLOSED = ["solutions", ".git", "gptcourse", "autograder/catalog", "autograder/mutation-report.md", "tests", "_build",
+# What of this checkout no student may read: the masters (with each assignment's catalog of correct answers and
+# bugs beside them) and their history, the reference module (its functions are the answers), the mutation report
+# (every bug), the tests and built pages (which hold answers too), this checkout's own gradebook and hand-ins. The
+# grader account keeps reading them through its group (its sandbox mounts a stub over the reference module, which needs the path).
+CLOSED = ["solutions", ".git", "gptcourse", "autograder/mutation-report.md", "tests", "_build",
           "autograder/gradebook", "autograder/submitted", "autograder/autograded", "autograder/feedback",
           "autograder/exchange"]
 

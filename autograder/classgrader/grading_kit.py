@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.course import CONFIGURATION_FILES, SECRET_FILE
+from autograder.course import CATALOG_FILE, CONFIGURATION_FILES, SECRET_FILE
 
 KIT_GRADEBOOK = "kit-gradebook.db"         # in the kit's autograder/ folder
 # The kit carries the course's CONFIGURATION_FILES; the worker loads autograder/nbgrader_config.py by this name.
@@ -135,6 +135,10 @@ def build_kit(course, assignments: list[str]) -> Kit:
             info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""    # the same kit, the same bytes
             return info
 
+        def keep_graded(info: tarfile.TarInfo):
+            """An assignment's files but the instructors' catalog of known submissions (no worker reads it)."""
+            return None if Path(info.name).name == CATALOG_FILE else keep(info)
+
         tar.add(template, f"autograder/{KIT_GRADEBOOK}", filter=keep)
         for name in CONFIGURATION_FILES:
             tar.add(course.autograder / name, f"autograder/{name}", filter=keep)
@@ -144,7 +148,7 @@ def build_kit(course, assignments: list[str]) -> Kit:
             for assignment in assignments:
                 folder = course.path(step, ".", assignment)
                 if folder.is_dir():
-                    tar.add(folder, str(folder.relative_to(course.root)), filter=keep)
+                    tar.add(folder, str(folder.relative_to(course.root)), filter=keep_graded)
     data = buffer.getvalue()
     return Kit(data, content_digest(data, definitions))
 

@@ -469,7 +469,7 @@ def test_a_student_reads_nothing_of_a_classmate_the_exchange_the_course_or_the_g
         "this checkout's masters": hub_tools.REPO / "solutions",
         "this checkout's reference module": hub_tools.REPO / "gptcourse" / "__init__.py",
         "this checkout's history": hub_tools.REPO / ".git",
-        "the catalog of answers and bugs": hub_tools.REPO / "autograder" / "catalog" / f"{A}.yml",
+        "the catalog of answers and bugs": hub_tools.REPO / "solutions" / A / "catalog.yml",
         "the mutation report": hub_tools.REPO / "autograder" / "mutation-report.md",
     }
     result = hub.run_as(BOB, [hub.settings["COURSE_HUB_PYTHON"], "-c", PROBE,
