@@ -395,7 +395,7 @@ for path in found:
 '''
 
 # A kernel whose replies to the grader's expressions have another shape than a dict, and whose line for the checks'
-# calls (autograder/checker/line.py) answers each with the length of a terabyte: the checks get no answer, which
+# calls (autograder/sandbox/bridge_line.py) answers each with the length of a terabyte: the checks get no answer, which
 # is the student's loss, never the grader's crash or memory.
 MISSHAPEN_REPLIES = '''
 get_ipython().user_expressions = lambda expressions: ["not", "a", "dict"]

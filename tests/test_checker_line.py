@@ -1,4 +1,4 @@
-"""The line a check's calls travel on to the student's kernel (autograder/checker/line.py), against a kernel side
+"""The line a check's calls travel on to the student's kernel (autograder/sandbox/bridge_line.py), against a kernel side
 played by a thread: its replies read as lengths before bytes, its limits, its deadline, a kernel that stops
 serving, and a socket the kernel replaced by a link into the grader's file system.
 
@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from autograder.checker import line
+from autograder.sandbox import bridge_line as line
 
 pytestmark = pytest.mark.quick
 LENGTH = struct.Struct("!Q")

@@ -220,7 +220,7 @@ class Bridge:
                 if number in self.objects and stamp(self.objects[number]) != was]
 
     def serve_line(self, listener: socket.socket, token: str) -> None:
-        """serve() on the grader's line (checker/line.py): the connection that opens with this check's token (an
+        """serve() on the grader's line (sandbox/bridge_line.py): the connection that opens with this check's token (an
         older one left waiting, by a check whose serving never began, is closed unread), then a request and its
         reply at a time, each its length and its bytes, until the grader closes it (the check has ended)."""
         listener.settimeout(LINE_ACCEPT_SECONDS)

@@ -1,22 +1,18 @@
 """The student's objects as a check sees them in the checker: a `StudentObject` for a function, a class or an
 instance that stays in the kernel (calling it sends its arguments as values, reading an attribute brings back a
 value or another proxy), a stand-in subclass of the nn.Module or optimizer class the kernel names, so that a check's
-isinstance holds, and the notebook's namespace (`StudentNamespace`) for a check that swaps a name for a while."""
+isinstance holds, and the notebook's namespace (`StudentNamespace`) for a check that swaps a name for a while.
+Each holds the `connection` (remote.Connection) that made it, which imports this module: not the other way round."""
 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
 import torch
 
 from autograder.checker.bridge import MODULE_METHODS
 from autograder.checker.student_calls import call
 from autograder.checker.values import Handle
-
-if TYPE_CHECKING:
-    from autograder.checker.remote import Connection
-
 
 VALUE_FREE = MODULE_METHODS - {"load_state_dict"}     # nn.Module's methods that change no parameter's value
 
@@ -27,7 +23,7 @@ class StudentObject:
 
     __slots__ = ("_connection", "_handle")
 
-    def __init__(self, connection: Connection, handle: Handle):
+    def __init__(self, connection, handle: Handle):
         object.__setattr__(self, "_connection", connection)
         object.__setattr__(self, "_handle", handle)
 
@@ -145,7 +141,7 @@ class StudentNamespace:
     """The student's notebook namespace, as a check that swaps a name for a while sees it (`names =
     _course_namespace()` in the checker, `globals()` in the kernel): reads, writes and deletes go to the kernel."""
 
-    def __init__(self, connection: Connection):
+    def __init__(self, connection):
         self._connection = connection
 
     def _entry(self, name: str):

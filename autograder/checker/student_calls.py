@@ -1,11 +1,10 @@
 """A check's call of the student's code, as the checker makes it (remote.py's Connection carries it): the arguments
 sent as values, what the call changed in place written back into the checker's own tensors, an argument returned
 as itself, and the result attached to the checker's autograd graph (StudentCall), whose backward sends the output
-gradients to the kernel and brings the inputs' gradients back."""
+gradients to the kernel and brings the inputs' gradients back. `connection` is the remote.Connection making the
+call (which imports this module: not the other way round)."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -13,11 +12,8 @@ from autograder.checker import values
 from autograder.checker.bridge import tensors_in
 from autograder.checker.values import ArgumentRef, Handle, TensorRef
 
-if TYPE_CHECKING:
-    from autograder.checker.remote import Connection
 
-
-def call(connection: Connection, handle: Handle, args: tuple, kwargs: dict):
+def call(connection, handle: Handle, args: tuple, kwargs: dict):
     context = connection.call_context()
     grad = context["grad"]
     reply = connection.request(op="call", target=handle.number, args=args, kwargs=kwargs,
@@ -112,7 +108,7 @@ def rebuild(tree, tensors: list, counter=None):
     return tree
 
 
-def attach(connection: Connection, graph: int, result, inputs: list[torch.Tensor]):
+def attach(connection, graph: int, result, inputs: list[torch.Tensor]):
     """The result's tensors joined to the checker's autograd graph: gradients flow back through the kernel."""
     every = [tensor for _, tensor in tensors_in(result)]
     outputs = [tensor for tensor in every if not is_mirror(tensor)]

@@ -1,6 +1,6 @@
 """What GuardedExecute does for an assignment whose checks run in the checker (autograder/checker/): a given cell
 run there too, a test cell run there instead of in the kernel, and each of the check's calls of the student's
-code carried to the kernel's bridge on a line of its own (checker/line.py). The hidden inputs' key is made here
+code carried to the kernel's bridge on a line of its own (sandbox/bridge_line.py). The hidden inputs' key is made here
 from the hand-in, so that what the kernel can read of it is what a resubmission changes."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from jupyter_core.utils import run_sync
 from nbformat.notebooknode import NotebookNode
 
 from autograder.cells import course_directory, error_output, grade_id, is_test, nbgrader_record
-from autograder.checker import line
+from autograder.sandbox import bridge_line as line
 from autograder.checker import process as checker_process
 from autograder.checker import session as checker_session
 from autograder.grading_environment import value
@@ -139,7 +139,7 @@ class CheckerLink:
 
     def bridge_call(self, request: bytes) -> bytes:
         """One request of a check to the student's side (checker/bridge.py in the kernel), on this check's line
-        (checker/line.py): its reply, whatever the kernel answers, as bytes for the checker's strict reader."""
+        (sandbox/bridge_line.py): its reply, whatever the kernel answers, as bytes for the checker's strict reader."""
         if self._line is None:
             if self._line_failed:
                 return no_answer(f"your notebook's kernel did not answer the check ({self._line_failed})")

@@ -33,7 +33,7 @@ import socket
 import tempfile
 import threading
 
-from autograder.checker.line import connect_unix
+from autograder.sandbox.bridge_line import connect_unix
 
 CHANNELS = ("shell", "iopub", "stdin", "control", "hb")
 GREETING = 64

@@ -281,7 +281,7 @@ def _install_guard(seed_everything):
 
 def _install_bridge():
     """The student's side of the checker (checker/bridge.py): the grader's calls of the student's code for a check
-    arrive on a socket of their own beside the kernel's (checker/line.py), served by `_course_bridge.serve_line`,
+    arrive on a socket of their own beside the kernel's (sandbox/bridge_line.py), served by `_course_bridge.serve_line`,
     which the grader runs for each check; values go back. Loaded from its files (the grading package is not
     importable in the sandbox); it holds no test and decides nothing."""
     import functools
@@ -304,7 +304,7 @@ def _install_bridge():
     bridge = sys.modules["_course_checker_bridge"].Bridge(get_ipython().user_ns)   # noqa: F821
     served = types.ModuleType("_course_bridge")
     app = IPKernelApp.instance()
-    if app.transport == "ipc":           # in the sandbox: the line's socket beside the kernel's (checker/line.py)
+    if app.transport == "ipc":           # in the sandbox: the line's socket beside the kernel's (sandbox/bridge_line.py)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(f"{app.ip}-{sys.modules['_course_checker_bridge'].LINE_SUFFIX}")
         listener.listen(8)

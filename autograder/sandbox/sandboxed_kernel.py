@@ -84,7 +84,7 @@ if __name__ == "__main__" and "autograder" not in sys.modules:
 
 from autograder import grading_environment  # noqa: E402
 from autograder.sandbox import cgroups, kernel_zygote, seccomp_filter  # noqa: E402
-from autograder.checker import line  # noqa: E402
+from autograder.sandbox import bridge_line as line  # noqa: E402
 from autograder.sandbox.drainer import detach_stdio, hand_to_drainer  # noqa: E402
 from autograder.sandbox.mounts import (WORK, base_argv, closed_argv, copy_budget, copy_in, data,  # noqa: E402
                                        rule_stubs, socket_argv)
@@ -147,7 +147,7 @@ def sandbox_pid(info: int) -> int | None:
 
 
 def socket_paths(connection: dict) -> list[str]:
-    """The kernel's sockets: its five Jupyter channels', and the checker's line to its bridge (checker/line.py)."""
+    """The kernel's sockets: its five Jupyter channels', and the checker's line to its bridge (sandbox/bridge_line.py)."""
     ip = os.path.abspath(connection["ip"])
     ports = [f"{ip}-{connection[key]}" for key in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
     return [*ports, line.path(connection)]
