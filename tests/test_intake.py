@@ -128,6 +128,27 @@ def test_only_the_files_the_release_ships_stay_beside_the_notebook(folders):
     assert result.cells[0].source == "**Grader's note.** Not graded: files the release does not ship (notes.txt)."
 
 
+def test_no_folder_is_left_that_the_class_graders_worker_would_not_have(folders):
+    """A folder emptied of files the release does not ship, or handed in empty, is removed (the class grader's
+    worker is sent files, never folders): by either front door the kernel reads the same folder, and so meets the
+    same hidden inputs. A folder that holds a graded file, or that the master ships, stays."""
+    graded = folders / "autograded" / STUDENT / A
+    for folder in (graded, folders / "submitted" / STUDENT / A):
+        (folder / "notes" / "deep").mkdir(parents=True)
+        (folder / "notes" / "deep" / "a.txt").write_text("not shipped")
+        (folder / "empty").mkdir()
+    (folders / "release" / A / "data").mkdir()
+    (folders / "release" / A / "data" / "table.csv").write_text("x\n")
+    for folder in (graded, folders / "submitted" / STUDENT / A):
+        (folder / "data").mkdir()
+        (folder / "data" / "table.csv").write_text("x\n3\n")
+    (folders / "source" / A / "figures").mkdir()
+    (graded / "figures").mkdir()                              # as nbgrader copies the master's own folder
+    run(folders, release())
+    left = sorted(str(path.relative_to(graded)) for path in graded.rglob("*"))
+    assert left == ["data", "data.csv", "data/table.csv", "figures"]
+
+
 def test_a_file_the_master_ships_is_never_removed(folders):
     """nbgrader copies the master's own files into the kernel's folder after the student's: those stay, whatever
     the hand-in held under that name."""

@@ -170,4 +170,20 @@ class Intake(NbGraderPreprocessor):
             # nbgrader copies the master's own files after the student's: those stay.
             if (path.is_file() or path.is_symlink()) and not (source / name).exists():
                 path.unlink()
+        remove_empty_folders(graded, source)
         return found.flags()
+
+
+def remove_empty_folders(graded: Path, source: Path) -> None:
+    """Remove the folders of the kernel's folder that hold no file (emptied above, or handed in empty), but for
+    the master's own: the class grader's worker is sent files, never folders, and the kernel must see the same
+    folder by either front door, since its hidden inputs are drawn from what it can read (checker_link.hand_in_key:
+    a folder left here once gave a hand-in other inputs under `nbgrader autograde`)."""
+    for root, dirs, _ in os.walk(graded, topdown=False, followlinks=False):
+        for name in dirs:
+            folder = Path(root, name)
+            if not folder.is_symlink() and not (source / folder.relative_to(graded)).is_dir():
+                try:
+                    folder.rmdir()
+                except OSError:
+                    pass                                   # it holds a file that is graded: it stays
