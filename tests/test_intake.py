@@ -125,7 +125,25 @@ def test_only_the_files_the_release_ships_stay_beside_the_notebook(folders):
     graded = folders / "autograded" / STUDENT / A
     assert sorted(path.name for path in graded.iterdir()) == ["data.csv"]
     assert (graded / "data.csv").read_text() == "x\n2\n"
-    assert result.cells[0].source == "**Grader's note.** Not graded: files the release does not ship (notes.txt)."
+    assert rendered(result.cells[0].source) == (
+        "<p><strong>Grader's note.</strong> Not graded: files the release does not ship (notes.txt).</p>")
+
+
+def rendered(markdown: str) -> str:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").render(markdown).strip()
+
+
+def test_the_grader_s_note_names_each_file_as_text(folders):
+    """A file named like markup (an image that runs a script, a link) reads as its name in the grader's note."""
+    submitted = folders / "submitted" / STUDENT / A
+    for name in ("<img src=x onerror=alert(1)>.txt", "[click](javascript:alert(1)).txt", "*bold*.txt"):
+        (submitted / name).write_text("not shipped")
+    result, _ = run(folders, release())
+    page = rendered(result.cells[0].source)
+    assert "<img" not in page and "<a " not in page and "<em>" not in page, page
+    assert "&lt;img src=x onerror=alert(1)&gt;.txt" in page and "[click](javascript:alert(1)).txt" in page
 
 
 def test_no_folder_is_left_that_the_class_graders_worker_would_not_have(folders):

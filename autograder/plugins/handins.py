@@ -151,5 +151,8 @@ def survey(submitted: Path, release: Path, not_sent: dict[str, int] | None = Non
 
 
 def note(flags: list[str]) -> str:
-    """The markdown cell a student finds at the top of their graded notebook."""
-    return "**Grader's note.** " + " ".join(flag[0].upper() + flag[1:] + "." for flag in flags)
+    """The markdown cell a student finds at the top of their graded notebook. The flags name the student's files,
+    so each is literal text there: a file named as a link or an image reads as its name."""
+    from autograder.pages.summary import markdown_text
+
+    return "**Grader's note.** " + " ".join(markdown_text(flag[0].upper() + flag[1:] + ".") for flag in flags)
