@@ -400,6 +400,10 @@ def test_the_instructor_generates_and_releases_feedback(people, formgrader, hub)
     modal(formgrader, "Successfully generated feedback")
     row.locator(".release-feedback a").click()
     modal(formgrader, "Successfully released feedback")
+    page = NOTEBOOK.replace(".ipynb", ".html")
+    assert all((hub.course.path("feedback", student, A) / page).is_file() for student in STUDENTS)
+    released = list((hub.exchange / hub_tools.COURSE.course_id / "feedback").glob("*.html"))
+    assert len(released) == len(STUDENTS), released          # one page a student, named by its hand-in's secret
 
 
 def test_manual_grading_typesets_math_with_the_courses_own_mathjax(formgrader, hub):

@@ -440,6 +440,10 @@ def test_instructor_generates_and_releases_feedback(people, formgrader):
     row.locator(".release-feedback a").click()
     modal(formgrader, "Successfully released feedback")
     shot(formgrader, "instructor-released-feedback")
+    course = people["instructor"].server.work / "autograder"
+    assert all(list((course / "feedback" / name / ASSIGNMENT).glob("*.html")) for name in ("ada", "bob"))
+    released = list((course / "exchange" / COURSE.course_id / "feedback").glob("*.html"))
+    assert len(released) == 2, released                   # one page a student, named by its hand-in's secret
 
 
 def test_instructor_opens_bobs_feedback_and_his_hostile_markdown_does_nothing(people):
