@@ -11,25 +11,15 @@ import nbformat
 import pytest
 from nbformat.v4 import new_notebook
 from nbgrader.api import Gradebook
-from nbgrader.coursedir import CourseDirectory
-from traitlets.config import Configurable
 
 from autograder.cells import FLAGS
 from autograder.plugins.export import PerCheckExport
+from tests.nbgrader_command import NbgraderCommand
 
 pytestmark = pytest.mark.quick
 
 A, NOTEBOOK = "01-task", "task"
 STUDENTS = {"ada": (2, 1), "bob": (0, 1), "=cmd|' /C calc'!A0": (2, 0), "dan": (1, 1)}
-
-
-class Exporter(Configurable):
-    """What nbgrader's export command is to its plugin here: the holder of the course's folders."""
-
-    def __init__(self, root, **kwargs):
-        super().__init__(**kwargs)
-        self.coursedir = CourseDirectory(root=str(root), submitted_directory="submitted",
-                                         autograded_directory="autograded")
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +58,8 @@ def exported(tmp_path_factory):
             renamed.mkdir(parents=True)
             (renamed / "task (1).ipynb").write_text("{}")
             path = tmp_path / "checks.csv"
-            PerCheckExport(parent=Exporter(tmp_path), to=str(path)).export(gradebook)
+            PerCheckExport(parent=NbgraderCommand(tmp_path, submitted_directory="submitted",
+                                                 autograded_directory="autograded"), to=str(path)).export(gradebook)
     with open(path, newline="") as handle:
         return list(csv.reader(handle))
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-from nbgrader.coursedir import CourseDirectory
-from traitlets.config import Configurable
 
 from autograder.cells import FLAGS, grade_id
 from autograder.plugins import intake
 from autograder.plugins.intake import NOT_SENT, REFUSED_NOTEBOOK, Intake
+from tests.nbgrader_command import NbgraderCommand
 
 pytestmark = pytest.mark.quick
 
@@ -32,15 +31,6 @@ def release() -> nbformat.NotebookNode:
         new_code_cell("def answer():\n    raise NotImplementedError", metadata=record("answer", solution=True)),
         new_code_cell("assert answer() == 1", metadata=record("test_answer", grade=True, locked=True, points=2)),
     ])
-
-
-class Converter(Configurable):
-    """What nbgrader's converter is to its preprocessors here: the holder of the course's folders."""
-
-    def __init__(self, root, **kwargs):
-        super().__init__(**kwargs)
-        self.coursedir = CourseDirectory(root=str(root), source_directory="source", release_directory="release",
-                                         submitted_directory="submitted", autograded_directory="autograded")
 
 
 @pytest.fixture
@@ -61,7 +51,9 @@ def folders(tmp_path):
 
 def run(folders, notebook, **info) -> tuple[nbformat.NotebookNode, dict]:
     resources = {"nbgrader": {"assignment": A, "student": STUDENT, "notebook": NOTEBOOK, **info}}
-    return Intake(parent=Converter(folders)).preprocess(notebook, resources)
+    converter = NbgraderCommand(folders, source_directory="source", release_directory="release",
+                                submitted_directory="submitted", autograded_directory="autograded")
+    return Intake(parent=converter).preprocess(notebook, resources)
 
 
 def flags(notebook) -> list[str]:

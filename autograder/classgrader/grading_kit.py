@@ -12,6 +12,7 @@ folder, runs nbgrader's gradebook writers on it (record.py).
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import gzip
 import hashlib
@@ -23,7 +24,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.course import CATALOG_FILE, CONFIGURATION_FILES, SECRET_FILE
+from autograder.course import CONFIGURATION_FILES, SECRET_FILE
 
 KIT_GRADEBOOK = "kit-gradebook.db"         # in the kit's autograder/ folder
 # The kit carries the course's CONFIGURATION_FILES; the worker loads autograder/nbgrader_config.py by this name.
@@ -135,9 +136,13 @@ def build_kit(course, assignments: list[str]) -> Kit:
             info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""    # the same kit, the same bytes
             return info
 
+        ignored = course.coursedir.ignore
+
         def keep_graded(info: tarfile.TarInfo):
-            """An assignment's files but the instructors' catalog of known submissions (no worker reads it)."""
-            return None if Path(info.name).name == CATALOG_FILE else keep(info)
+            """An assignment's files but those nbgrader never copies from a source folder (CourseDirectory.ignore,
+            the instructors' catalog of known submissions among them): no worker reads them."""
+            below = Path(info.name).parts[2:]                  # below solutions/NAME or exercises/NAME
+            return None if any(fnmatch.fnmatch(part, pattern) for part in below for pattern in ignored) else keep(info)
 
         tar.add(template, f"autograder/{KIT_GRADEBOOK}", filter=keep)
         for name in CONFIGURATION_FILES:
