@@ -104,12 +104,17 @@ def test_the_kit_holds_the_configuration_the_assignment_and_its_definitions_but_
     (kit_course.path("source", ".", ASSIGNMENT) / "linked.ipynb").symlink_to(tmp_path / "outside.ipynb")
     (tmp_path / "outside.ipynb").write_text("never packed")
     (kit_course.path("source", ".", ASSIGNMENT) / CATALOG_FILE).write_text("correct: []\n")   # the instructors'
+    checkpoints = kit_course.path("release", ".", ASSIGNMENT) / ".ipynb_checkpoints"
+    checkpoints.mkdir()                       # a previewed release: the worker surveys a hand-in against all of it
+    (checkpoints / "a1-checkpoint.ipynb").write_text("{}")
     kit = build_kit(kit_course, [ASSIGNMENT])
     members = kit_members(kit.data)
     # The course's grading secret too: the workers draw the same hidden inputs as nbgrader autograde.
     assert sorted(members) == sorted([f"autograder/{KIT_GRADEBOOK}", *(f"autograder/{n}" for n in CONFIGURATION_FILES),
                                       f"autograder/{SECRET_FILE}", "solutions/a1", "solutions/a1/a1.ipynb",
-                                      "exercises/a1", "exercises/a1/a1.ipynb", "exercises/a1/data.csv"])
+                                      "exercises/a1", "exercises/a1/.ipynb_checkpoints",
+                                      "exercises/a1/.ipynb_checkpoints/a1-checkpoint.ipynb", "exercises/a1/a1.ipynb",
+                                      "exercises/a1/data.csv"])
     for name, member in members.items():
         if name != f"autograder/{KIT_GRADEBOOK}":           # the files the course has: no owner, no time
             assert (member.mtime, member.uid, member.gid, member.uname, member.gname) == (0, 0, 0, "", ""), name

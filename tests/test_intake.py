@@ -139,9 +139,10 @@ def test_the_grader_s_note_names_each_file_as_text(folders):
 
 
 def test_no_folder_is_left_that_the_class_graders_worker_would_not_have(folders):
-    """A folder emptied of files the release does not ship, or handed in empty, is removed (the class grader's
-    worker is sent files, never folders): by either front door the kernel reads the same folder, and so meets the
-    same hidden inputs. A folder that holds a graded file, or that the master ships, stays."""
+    """A folder emptied of files the release does not ship, handed in empty, or a master's folder that nbgrader
+    copied nothing into, is removed (the class grader's worker is sent files, never folders; nbgrader copies files
+    only): by either front door the kernel reads the same folder, and so meets the same hidden inputs. A folder that
+    holds a graded file, or one of the master's own files, stays."""
     graded = folders / "autograded" / STUDENT / A
     for folder in (graded, folders / "submitted" / STUDENT / A):
         (folder / "notes" / "deep").mkdir(parents=True)
@@ -152,11 +153,17 @@ def test_no_folder_is_left_that_the_class_graders_worker_would_not_have(folders)
     for folder in (graded, folders / "submitted" / STUDENT / A):
         (folder / "data").mkdir()
         (folder / "data" / "table.csv").write_text("x\n3\n")
-    (folders / "source" / A / "figures").mkdir()
-    (graded / "figures").mkdir()                              # as nbgrader copies the master's own folder
+    for folder in (folders / "source" / A, graded):          # nbgrader copies the master's own files
+        (folder / "figures").mkdir()
+        (folder / "figures" / "plot.png").write_bytes(b"png")
+    (folders / "source" / A / "output").mkdir()                # a master's empty folder: nbgrader copies none
+    (graded / "output").mkdir()                               # a student's folder of the same name, emptied
+    (graded / "output" / "notes.txt").write_text("not shipped")
+    (folders / "submitted" / STUDENT / A / "output").mkdir()
+    (folders / "submitted" / STUDENT / A / "output" / "notes.txt").write_text("not shipped")
     run(folders, release())
     left = sorted(str(path.relative_to(graded)) for path in graded.rglob("*"))
-    assert left == ["data", "data.csv", "data/table.csv", "figures"]
+    assert left == ["data", "data.csv", "data/table.csv", "figures", "figures/plot.png"]
 
 
 def test_a_file_the_master_ships_is_never_removed(folders):

@@ -138,10 +138,11 @@ def build_kit(course, assignments: list[str]) -> Kit:
 
         ignored = course.coursedir.ignore
 
-        def keep_graded(info: tarfile.TarInfo):
-            """An assignment's files but those nbgrader never copies from a source folder (CourseDirectory.ignore,
-            the instructors' catalog of known submissions among them): no worker reads them."""
-            below = Path(info.name).parts[2:]                  # below solutions/NAME or exercises/NAME
+        def keep_source(info: tarfile.TarInfo):
+            """A master's files but those nbgrader never copies from a source folder (CourseDirectory.ignore, the
+            instructors' catalog of known submissions among them): no worker reads them. (The release goes whole:
+            the worker's survey of a hand-in must see the release the client's saw.)"""
+            below = Path(info.name).parts[2:]                  # below solutions/NAME
             return None if any(fnmatch.fnmatch(part, pattern) for part in below for pattern in ignored) else keep(info)
 
         tar.add(template, f"autograder/{KIT_GRADEBOOK}", filter=keep)
@@ -153,7 +154,8 @@ def build_kit(course, assignments: list[str]) -> Kit:
             for assignment in assignments:
                 folder = course.path(step, ".", assignment)
                 if folder.is_dir():
-                    tar.add(folder, str(folder.relative_to(course.root)), filter=keep_graded)
+                    tar.add(folder, str(folder.relative_to(course.root)),
+                            filter=keep_source if step == "source" else keep)
     data = buffer.getvalue()
     return Kit(data, content_digest(data, definitions))
 

@@ -170,19 +170,20 @@ class Intake(NbGraderPreprocessor):
             # nbgrader copies the master's own files after the student's: those stay.
             if (path.is_file() or path.is_symlink()) and not (source / name).exists():
                 path.unlink()
-        remove_empty_folders(graded, source)
+        remove_empty_folders(graded)
         return found.flags()
 
 
-def remove_empty_folders(graded: Path, source: Path) -> None:
-    """Remove the folders of the kernel's folder that hold no file (emptied above, or handed in empty), but for
-    the master's own: the class grader's worker is sent files, never folders, and the kernel must see the same
-    folder by either front door, since its hidden inputs are drawn from what it can read (checker_link.hand_in_key:
-    a folder left here once gave a hand-in other inputs under `nbgrader autograde`)."""
+def remove_empty_folders(graded: Path) -> None:
+    """Remove the folders of the kernel's folder that hold no file (emptied above, handed in empty, or a master's
+    folder nbgrader copied nothing into): the class grader's worker is sent files, never folders, and nbgrader copies
+    files, never folders, so the kernel sees the same folder by either front door, as it must, since its hidden
+    inputs are drawn from what it can read (checker_link.hand_in_key: a folder left here gave a hand-in other inputs,
+    and another score, under `nbgrader autograde`)."""
     for root, dirs, _ in os.walk(graded, topdown=False, followlinks=False):
         for name in dirs:
             folder = Path(root, name)
-            if not folder.is_symlink() and not (source / folder.relative_to(graded)).is_dir():
+            if not folder.is_symlink():
                 try:
                     folder.rmdir()
                 except OSError:
