@@ -47,6 +47,28 @@ def test_a_check_reads_given_names_from_the_checker_and_the_students_through_the
     assert missing["ename"] == "NameError"
 
 
+def test_each_check_holds_only_its_own_parameters_and_sees_what_the_cells_between_changed():
+    """A check's holds end with it, on both sides (Bridge.new_check when its line opens, Connection.new_check): the
+    next check reads the student's objects afresh, after the cells between changed them, and each request compares
+    only what that check holds, not every parameter of the checks before."""
+    namespace: dict = {}
+    exec("import torch\nlayer = torch.nn.Linear(3, 2)\nlayers = [torch.nn.Linear(4, 4) for _ in range(8)]\n",
+         namespace)
+    bridge = Bridge(namespace)
+    checks = Checks(in_process(bridge.serve), b"key")
+    read_all = "total = sum(float(p.detach().sum()) for item in layers for p in item.parameters())\n"
+    for _ in range(3):
+        bridge.new_check()
+        assert checks.run("check", "test_reads", read_all + "print(float(layer.weight.detach().sum()))")["ok"]
+        assert len(bridge.stamps) == len(checks.student.mirrors) == 2 * 8 + 1
+    exec("with torch.no_grad():\n    layer.weight.fill_(0.5)\nlayer.bias = torch.nn.Parameter(torch.ones(2))\n",
+         namespace)                                         # a cell of the student's between two checks
+    bridge.new_check()
+    outcome = checks.run("check", "test_reads_again", "print(float(layer.weight.detach().sum()), float(layer.bias.detach().sum()))")
+    assert outcome == {"ok": True, "stdout": "3.0 2.0\n"}
+    assert len(bridge.stamps) == len(checks.student.mirrors) == 2
+
+
 def test_hidden_inputs_depend_on_the_hand_in_and_repeat_for_the_same_one():
     seeds = "print([_course_seed(n) for n in (1, 2)])"
     first, again, other = (Checks(student_bridge(), key).run("check", "seeds", seeds)["stdout"]

@@ -247,7 +247,8 @@ class Grader:
             from autograder.checker.process import Checks, in_process
             from autograder.plugins.checker_link import hand_in_key
 
-            checks = Checks(in_process(Bridge(shell.user_ns).serve), hand_in_key(notebook, self.course.grading_secret()))
+            bridge = Bridge(shell.user_ns)
+            checks = Checks(in_process(bridge.serve), hand_in_key(notebook, self.course.grading_secret()))
         resources: dict = {}
         for cell in notebook.cells:
             if cell.cell_type != "code":
@@ -255,6 +256,7 @@ class Grader:
             if verdict.baseline is None:
                 verdict.baseline = guard.setup(self.rules, grader_cells)
             if checks is not None and is_test(cell):
+                bridge.new_check()                 # as the kernel's bridge does when a check's line opens
                 outcome = checks.run("check", grade_id(cell) or "a test cell", cell.source)
                 cell.outputs = ([NotebookNode(output_type="stream", name="stdout", text=outcome["stdout"])]
                                 if outcome.get("stdout") else [])

@@ -214,6 +214,14 @@ class Bridge:
         self.stamps[number] = stamp(tensor)
         return number
 
+    def new_check(self) -> None:
+        """A check begins: the parameters and attributes the checker held for the checks before are forgotten here,
+        as the checker forgets them (remote.Connection.new_check), so that each request compares only what this
+        check holds (a notebook's checks held thousands of parameters by its last check: most of its time went
+        into stamping them after every request)."""
+        self.stamps.clear()
+        self.watched.clear()
+
     def updated(self) -> list:
         """The parameters the checker mirrors that changed here since they were last sent (their new values)."""
         return [self.objects[number] for number, was in list(self.stamps.items())
@@ -230,6 +238,7 @@ class Bridge:
             if receive_exactly(connection, len(token) // 2) == bytes.fromhex(token):
                 break
             connection.close()
+        self.new_check()
         with connection:
             connection.settimeout(None)
             while (header := receive_exactly(connection, LENGTH.size)) is not None:

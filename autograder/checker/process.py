@@ -126,6 +126,7 @@ class Checks:
             linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
             code = compile(source, filename, "exec")
             if kind == "check":
+                self.student.new_check()
                 own = (set(self.namespace) - self.from_student) | set(dir(builtins)) | {SEED_NAME, NAMESPACE_NAME}
                 wanted = global_names(code) - own
                 found = self.student.names(sorted(wanted)) if wanted else {}

@@ -70,6 +70,15 @@ class Connection:
         # check reads attn.qkv.weight once per reference it computes, and each read would be a round trip.
         self.attributes: dict[tuple[int, str], object] = {}
 
+    def new_check(self) -> None:
+        """A check begins: what the checks before held of the kernel's parameters and attributes is forgotten (the
+        bridge forgets it too, bridge.Bridge.new_check); a name the check reads is looked up again (Checks.run), and
+        a parameter it reaches is mirrored anew. The proxies stay, so identity holds across checks."""
+        for held in (self.mirrors, self.mirror_numbers, self.synced, self.attributes):
+            held.clear()
+        self.pinned.clear()
+        self.own.clear()
+
     def request(self, student_code: bool = False, **message) -> dict:
         """One request to the bridge and its reply; `student_code`: a call that runs the student's code, after
         which the kernel's values of the parameters the check pinned are believed again."""
