@@ -69,6 +69,40 @@ def test_each_check_holds_only_its_own_parameters_and_sees_what_the_cells_betwee
     assert len(bridge.stamps) == len(checks.student.mirrors) == 2
 
 
+def test_a_module_an_earlier_check_sent_comes_back_in_a_later_one_as_the_kernels_object_only():
+    """A kernel that keeps a module a check sent it and hands it back in a later check (as what the student's class
+    builds) hands back an object of its own: the checker never runs its own module, with that check's weights, as
+    the student's answer."""
+    namespace: dict = {}
+    exec("CAUGHT = []\ndef look(module):\n    CAUGHT.append(module)\n    return 0\n"
+         "class MyLayer:\n    def __new__(cls, *args):\n        return CAUGHT[0]\n", namespace)
+    bridge = Bridge(namespace)
+    checks = Checks(in_process(bridge.serve), b"key")
+    bridge.new_check()
+    assert checks.run("check", "test_sends", "import torch\nlook(torch.nn.LayerNorm(4))")["ok"]
+    bridge.new_check()
+    outcome = checks.run("check", "test_builds", "import torch\nlayer = MyLayer(4)\n"
+                                                 "print(type(layer).__name__)")
+    assert outcome == {"ok": True, "stdout": "StudentObject\n"}, outcome       # not the checker's LayerNorm
+
+
+def test_a_checker_started_afresh_after_a_timeout_never_gets_an_earlier_checks_module():
+    """After a check times out, the next check's checker is a new process that numbers the modules it sends from
+    the start again: the kernel must build what this check sent, not reuse an earlier check's module under the
+    same number."""
+    namespace: dict = {}
+    exec("def shape_of(module):\n    return type(module).__name__ + str(tuple(module.weight.shape))\n", namespace)
+    bridge = Bridge(namespace)
+    bridge.new_check()
+    before = Checks(in_process(bridge.serve), b"key")
+    assert before.run("check", "test_one", "import torch\nprint(shape_of(torch.nn.LayerNorm(4)))")["stdout"] == \
+        "LayerNorm(4,)\n"
+    bridge.new_check()
+    after = Checks(in_process(bridge.serve), b"key")       # the checker's next child, numbering from -1 again
+    assert after.run("check", "test_two", "import torch\nprint(shape_of(torch.nn.Linear(3, 7)))")["stdout"] == \
+        "Linear(7, 3)\n"
+
+
 def test_hidden_inputs_depend_on_the_hand_in_and_repeat_for_the_same_one():
     seeds = "print([_course_seed(n) for n in (1, 2)])"
     first, again, other = (Checks(student_bridge(), key).run("check", "seeds", seeds)["stdout"]

@@ -221,6 +221,14 @@ class Bridge:
         into stamping them after every request)."""
         self.stamps.clear()
         self.watched.clear()
+        # The checker's own objects (negative numbers: the modules, optimizers and parameters a check built) end
+        # with their check: a checker started afresh after a timeout numbers its objects from -1 again, and must
+        # not be handed a module an earlier check built under the same number.
+        for number in [number for number in self.objects if number < 0]:
+            del self.objects[number]
+        for numbers in (self.object_numbers, self.tensor_numbers):
+            for key in [key for key, number in numbers.items() if number < 0]:
+                del numbers[key]
 
     def updated(self) -> list:
         """The parameters the checker mirrors that changed here since they were last sent (their new values)."""

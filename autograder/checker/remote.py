@@ -73,8 +73,10 @@ class Connection:
     def new_check(self) -> None:
         """A check begins: what the checks before held of the kernel's parameters and attributes is forgotten (the
         bridge forgets it too, bridge.Bridge.new_check); a name the check reads is looked up again (Checks.run), and
-        a parameter it reaches is mirrored anew. The proxies stay, so identity holds across checks."""
-        for held in (self.mirrors, self.mirror_numbers, self.synced, self.attributes):
+        a parameter it reaches is mirrored anew. The modules an earlier check sent are forgotten too: a kernel that
+        hands one back in a later check hands back an object of its own, never the checker's. The proxies of the
+        student's objects stay, so identity holds across checks."""
+        for held in (self.mirrors, self.mirror_numbers, self.synced, self.attributes, self.sent, self.sent_numbers):
             held.clear()
         self.pinned.clear()
         self.own.clear()
