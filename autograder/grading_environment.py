@@ -265,14 +265,18 @@ SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/et
                 "/sys/devices/system/cpu")
 
 
-# The student's side of the checker (checker/bridge.py and the values it packs), which the start-up file loads.
-BRIDGE_FILES = ("checker/values.py", "checker/tables.py", "checker/bridge.py")
+# The student's side of the checker (checker/bridge.py and the files it imports), which the start-up file loads in
+# this order, each under its name here (the grading package is not importable in the sandbox).
+BRIDGE_FILES = (("_course_checker_values", "checker/values.py"), ("_course_checker_unpacking", "checker/unpacking.py"),
+                ("_course_checker_tables", "checker/tables.py"), ("_course_checker_reading", "checker/reading.py"),
+                ("_course_checker_bridge", "checker/bridge.py"))
 
 
 def readable_paths() -> list[str]:
     """The grading package's only files the kernel may read (read-only): the start-up file, this file, which
     the guard reads its watch list from, and the checker's bridge, which answers the checks' calls."""
-    return [str(PACKAGE / STARTUP_FILE), str(PACKAGE / Path(__file__).name), *(str(PACKAGE / f) for f in BRIDGE_FILES)]
+    return [str(PACKAGE / STARTUP_FILE), str(PACKAGE / Path(__file__).name),
+            *(str(PACKAGE / file) for _, file in BRIDGE_FILES)]
 
 
 # Set by the class grader on its workers, which grade a copy of the course: the instructor's own course folder,
@@ -324,9 +328,9 @@ WATCHED_METHODS = ("run_cell", "run_cell_async", "run_ast_nodes", "run_code", "t
                    "execute_request", "should_run_async", "_run_cell", "run_line_magic")
 # Modules the tests import: replacing one in sys.modules is a change.
 WATCHED_MODULES = ("builtins", "sys", "torch", "torch.nn.functional", "numpy", "_course_guard")
-# The checker's bridge in the kernel (checker/bridge.py, tables.py, values.py): what it reports of the student's
-# objects (which parameters a module has, which objects are one) is the kernel's word, which values alone cannot
-# check; a change to these modules, the bridge's class or its instance is flagged.
-BRIDGE_MODULES = ("_course_bridge", "_course_checker_bridge", "_course_checker_tables", "_course_checker_values")
+# The checker's bridge in the kernel (BRIDGE_FILES): what it reports of the student's objects (which parameters a
+# module has, which objects are one) is the kernel's word, which values alone cannot check; a change to these
+# modules, the bridge's class or its instance is flagged.
+BRIDGE_MODULES = ("_course_bridge", *(name for name, _ in BRIDGE_FILES))
 # The names the assignments' locked setup cells bind, and the modules they must stay.
 NOTEBOOK_NAMES = {"torch": "torch", "F": "torch.nn.functional"}

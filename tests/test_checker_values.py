@@ -15,7 +15,7 @@ import struct
 import pytest
 import torch
 
-from autograder.checker import values
+from autograder.checker import unpacking, values
 from autograder.checker.bridge import Bridge
 from autograder.checker.remote import Connection, StudentObject
 
@@ -42,7 +42,7 @@ def test_every_value_shape_crosses_and_comes_back_equal():
     tree = {"a": (1, -2.5, float("nan"), float("inf"), None, True, "text", 2**70),
             "b": [torch.arange(6, dtype=torch.float64).reshape(2, 3), torch.zeros(0, 4), torch.tensor(3),
                   torch.tensor([True, False]), torch.ones(2, dtype=torch.bfloat16), torch.Size([2, 3]), torch.int64]}
-    back = values.unpack(values.pack(tree), 2**20)
+    back = unpacking.unpack(values.pack(tree), 2**20)
     assert back["a"][:2] == (1, -2.5) and back["a"][2] != back["a"][2] and back["a"][3:] == (float("inf"), None, True,
                                                                                            "text", 2**70)
     for sent, got in zip(tree["b"][:5], back["b"][:5]):
@@ -73,7 +73,7 @@ def test_a_damaged_message_is_refused_never_half_read(damage):
         header = {"$eval": "__import__('os')"}
     encoded = json.dumps(header).encode() if damage != "not json" else b"{nope"
     with pytest.raises(values.Refused):
-        values.unpack(struct.pack("<I", len(encoded)) + encoded + body, 2**20)
+        unpacking.unpack(struct.pack("<I", len(encoded)) + encoded + body, 2**20)
 
 
 def test_a_student_function_is_called_with_values_and_gives_plain_tensors():
@@ -628,7 +628,7 @@ def test_calls_run_under_the_checks_device_seed_and_class_checks():
 
 
 def test_a_tensor_reference_or_library_path_from_the_kernel_is_read_strictly():
-    ref = values.unpack(values.pack({"p": values.TensorRef(4, torch.ones(2))}), 2**20)["p"]
+    ref = unpacking.unpack(values.pack({"p": values.TensorRef(4, torch.ones(2))}), 2**20)["p"]
     assert isinstance(ref, values.TensorRef) and ref.number == 4 and torch.equal(ref.tensor, torch.ones(2))
 
     def raw(header) -> bytes:
@@ -638,7 +638,7 @@ def test_a_tensor_reference_or_library_path_from_the_kernel_is_read_strictly():
     for forged in ({"$ref": [1, {"$opaque": ["x", ""]}]}, {"$ref": [1, 2]}, {"$ref": ["1", {"$meta": ["float32", [2], False]}]},
                    {"$library": ["torch.tanh", [], {}]}, {"$meta": ["float32", [2**40], False]}):
         with pytest.raises(values.Refused):
-            values.unpack(raw(forged), 2**20)
+            unpacking.unpack(raw(forged), 2**20)
     with pytest.raises(ValueError, match="not a PyTorch function"):
         values.Library("os.system").resolve()
     assert values.Library.of(lambda x: x) is None and values.Library.of(print) is None
@@ -714,7 +714,7 @@ def test_the_graders_process_answers_for_a_silent_kernel_without_importing_pytor
 
     tree = {"raised": {"type": "RuntimeError", "bases": ["RuntimeError"], "message": "no answer (é)"}}
     assert no_answer("no answer (é)") == values.pack(tree)
-    assert values.unpack(no_answer("x"), 2**20)["raised"]["message"] == "x"
+    assert unpacking.unpack(no_answer("x"), 2**20)["raised"]["message"] == "x"
     loaded = subprocess.run([sys.executable, "-c", "import sys, autograder.plugins.guarded_execute; from "
                              "autograder.plugins.checker_link import no_answer; no_answer('x'); "
                              "print('torch' in sys.modules)"],

@@ -10,7 +10,7 @@ import sys
 
 import torch
 
-from autograder.checker.bridge import MODULE_METHODS
+from autograder.checker.reading import MODULE_METHODS
 from autograder.checker.student_calls import call
 from autograder.checker.values import Handle
 

@@ -31,7 +31,7 @@ import sys
 
 import torch
 
-from autograder.checker import values
+from autograder.checker import unpacking, values
 from autograder.checker.proxies import StudentNamespace, StudentObject
 from autograder.checker.values import (ClassSource, ConfigValue, DataclassValue, Handle, Library, ModuleState, Opaque,
                                        OptimizerState, TensorRef)
@@ -94,7 +94,7 @@ class Connection:
         self.student_ran = student_code
         if student_code:
             self.pinned.clear()
-        reply = values.unpack(self.send(values.pack(message, self.handle_of, self.refer)), MOST_REPLY_BYTES)
+        reply = unpacking.unpack(self.send(values.pack(message, self.handle_of, self.refer)), MOST_REPLY_BYTES)
         if not isinstance(reply, dict):
             raise values.Refused("the bridge's reply is not one")
         if message.get("op") != "getattr":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from autograder.checker import values
-from autograder.checker.bridge import tensors_in
+from autograder.checker.reading import tensors_in
 from autograder.checker.values import ArgumentRef, Handle, TensorRef
 
 

@@ -51,17 +51,14 @@ def _seed_everything():
 _seed_everything()
 
 
-def _install_guard(seed_everything):
-    import importlib
+def _load_declared():
+    """What to watch and which files make the checker's bridge, declared beside the limits in the package's
+    grading_environment.py (made readable in the sandbox; IPython puts this file's folder, the package's sandbox/,
+    first on sys.path while it runs). Loaded under a name of its own and taken out of sys.modules again: the
+    notebook never sees it."""
+    import importlib.util
     import os
     import sys
-    import threading
-    import types
-
-    # What to watch is declared beside the limits, in the package's grading_environment.py (made readable in the
-    # sandbox; IPython puts this file's folder, the package's sandbox/, first on sys.path while it runs). Loaded
-    # under a name of its own and taken out of sys.modules again: the notebook never sees it.
-    import importlib.util
 
     spec = importlib.util.spec_from_file_location(
         "_course_declared", os.path.join(os.path.dirname(sys.path[0]), "grading_environment.py"))
@@ -71,6 +68,15 @@ def _install_guard(seed_everything):
         spec.loader.exec_module(declared)
     finally:
         sys.modules.pop(spec.name, None)
+    return declared
+
+
+def _install_guard(seed_everything, declared):
+    import importlib
+    import os
+    import sys
+    import threading
+    import types
 
     ip = get_ipython()   # noqa: F821 (IPython provides it in exec_files)
     _id, _type, _getattr, _vars = id, type, getattr, vars
@@ -279,11 +285,12 @@ def _install_guard(seed_everything):
     sys.modules["_course_guard"] = guard
 
 
-def _install_bridge():
+def _install_bridge(bridge_files):
     """The student's side of the checker (checker/bridge.py): the grader's calls of the student's code for a check
     arrive on a socket of their own beside the kernel's (sandbox/bridge_line.py), served by `_course_bridge.serve_line`,
-    which the grader runs for each check; values go back. Loaded from its files (the grading package is not
-    importable in the sandbox); it holds no test and decides nothing."""
+    which the grader runs for each check; values go back. Loaded from its files, in the order `bridge_files`
+    (grading_environment.BRIDGE_FILES) names them (the grading package is not importable in the sandbox); it holds
+    no test and decides nothing."""
     import functools
     import importlib.util
     import os
@@ -294,10 +301,9 @@ def _install_bridge():
     from ipykernel.kernelapp import IPKernelApp
 
     # IPython runs this file with its folder (the package's sandbox/) first on sys.path (safe_execfile).
-    folder = os.path.join(os.path.dirname(sys.path[0]), "checker")
-    for name, file in (("_course_checker_values", "values.py"), ("_course_checker_tables", "tables.py"),
-                       ("_course_checker_bridge", "bridge.py")):
-        spec = importlib.util.spec_from_file_location(name, os.path.join(folder, file))
+    package = os.path.dirname(sys.path[0])
+    for name, file in bridge_files:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(package, file))
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
@@ -312,6 +318,7 @@ def _install_bridge():
     sys.modules["_course_bridge"] = served
 
 
-_install_guard(_seed_everything)
-_install_bridge()
-del _install_guard, _seed_everything, _install_bridge
+_declared = _load_declared()
+_install_guard(_seed_everything, _declared)
+_install_bridge(_declared.BRIDGE_FILES)
+del _load_declared, _declared, _install_guard, _seed_everything, _install_bridge
