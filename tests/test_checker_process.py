@@ -64,7 +64,8 @@ def test_each_check_holds_only_its_own_parameters_and_sees_what_the_cells_betwee
     exec("with torch.no_grad():\n    layer.weight.fill_(0.5)\nlayer.bias = torch.nn.Parameter(torch.ones(2))\n",
          namespace)                                         # a cell of the student's between two checks
     bridge.new_check()
-    outcome = checks.run("check", "test_reads_again", "print(float(layer.weight.detach().sum()), float(layer.bias.detach().sum()))")
+    outcome = checks.run("check", "test_reads_again",
+                         "print(float(layer.weight.detach().sum()), float(layer.bias.detach().sum()))")
     assert outcome == {"ok": True, "stdout": "3.0 2.0\n"}
     assert len(bridge.stamps) == len(checks.student.mirrors) == 2
 

@@ -76,10 +76,9 @@ class Connection:
         a parameter it reaches is mirrored anew. The modules an earlier check sent are forgotten too: a kernel that
         hands one back in a later check hands back an object of its own, never the checker's. The proxies of the
         student's objects stay, so identity holds across checks."""
-        for held in (self.mirrors, self.mirror_numbers, self.synced, self.attributes, self.sent, self.sent_numbers):
+        for held in (self.mirrors, self.mirror_numbers, self.synced, self.pinned, self.attributes, self.sent,
+                     self.sent_numbers, self.own):
             held.clear()
-        self.pinned.clear()
-        self.own.clear()
 
     def request(self, student_code: bool = False, **message) -> dict:
         """One request to the bridge and its reply; `student_code`: a call that runs the student's code, after
