@@ -18,7 +18,6 @@ c = get_config()  # noqa: F821 (provided by traitlets when nbgrader loads this f
 def configure(c):
     from pathlib import Path
 
-    import bleach
     from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbconvert.preprocessors.sanitize import SanitizeHTML
     from nbgrader.preprocessors import (
@@ -149,8 +148,9 @@ def configure(c):
                                         CSSHTMLHeaderPreprocessor]
     c.HideHiddenTests.enabled = True
     c.SanitizeHTML.enabled = True               # nbconvert's preprocessors are off unless enabled
-    # The course's allow-list (safe_markup.py) and MathML; links and images are judged by their destination.
-    c.SanitizeHTML.tags = sorted({*bleach.ALLOWED_TAGS, *SAFE_TAGS, *MATHML_TAGS})
+    # The course's allow-list (pages/allow_list.py, nh3's) and MathML, the tags SafeMarkup keeps after it:
+    # nbconvert's SanitizeHTML (bleach's) escapes the rest; links and images are judged by their destination.
+    c.SanitizeHTML.tags = sorted({*SAFE_TAGS, *MATHML_TAGS})
     c.SanitizeHTML.attributes = allowed_attribute_mathml
     c.HTMLExporter.sanitize_html = True
     # Every HTML page made with this configuration (the formgrader's view of a submission: its exporter is an
