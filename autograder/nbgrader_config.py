@@ -33,6 +33,7 @@ def configure(c):
     from autograder.plugins.restore import RestoreFromRelease
     from autograder.plugins.verdict import RecordFlags
     from autograder.plugins.withhold import HideHiddenTests
+    from autograder.pages.feedback_page import FeedbackPage
     from autograder.pages.formulas import MATHML_TAGS, TypesetMath
     from autograder.pages.summary import FeedbackSummary
     from autograder.pages.allow_list import TAGS as SAFE_TAGS, allowed_attribute_mathml
@@ -146,6 +147,8 @@ def configure(c):
     # JupyterLab's viewer that runs no script, shows them; the sanitizer keeps MathML and nothing else new.
     c.GenerateFeedback.preprocessors = [HideHiddenTests, GetGrades, FeedbackSummary, TypesetMath, SanitizeHTML,
                                         CSSHTMLHeaderPreprocessor]
+    # nbconvert's HTML exporter without its second parse of every page (pages/feedback_page.py): the same page.
+    c.GenerateFeedback.exporter_class = FeedbackPage
     c.HideHiddenTests.enabled = True
     c.SanitizeHTML.enabled = True               # nbconvert's preprocessors are off unless enabled
     # The course's allow-list (pages/allow_list.py, nh3's) and MathML, the tags SafeMarkup keeps after it:
