@@ -187,6 +187,7 @@ def feedback_page(nb, config, with_summary: bool = True) -> str:
     from traitlets.config import Config
 
     from autograder.pages.summary import FeedbackSummary
+    from bs4 import BeautifulSoup
 
     c = Config()
     c.merge(copy.deepcopy(config))          # merge shares sub-sections: the course's own must stay as loaded
@@ -194,18 +195,25 @@ def feedback_page(nb, config, with_summary: bool = True) -> str:
     c.HTMLExporter.extra_template_basedirs = [handlers.template_path]
     c.HTMLExporter.extra_template_paths = [os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions",
                                                         "formgrader", "static", "node_modules", "bootstrap", "dist", "css")]
-    exporter = HTMLExporter(config=c)
-    for preprocessor in config.GenerateFeedback.preprocessors:
-        if preprocessor is not GetGrades and (with_summary or preprocessor is not FeedbackSummary):
-            exporter.register_preprocessor(preprocessor, enabled=True)
-    resources = {"nbgrader": {"notebook": "layernorm", "assignment": A, "student": "bob", "score": 3.0,
-                              "max_score": 22.0, "late_penalty": 0}}
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
         record = cell.metadata.get("nbgrader", {})
         if record.get("grade"):
             record["score"] = 0.0            # what GetGrades reads from the gradebook
-    page, _ = exporter.from_notebook_node(nb, resources=resources)
+
+    def page_by(exporter_class) -> str:
+        exporter = exporter_class(config=c)
+        for preprocessor in config.GenerateFeedback.preprocessors:
+            if preprocessor is not GetGrades and (with_summary or preprocessor is not FeedbackSummary):
+                exporter.register_preprocessor(preprocessor, enabled=True)
+        resources = {"nbgrader": {"notebook": "layernorm", "assignment": A, "student": "bob", "score": 3.0,
+                                  "max_score": 22.0, "late_penalty": 0}}
+        return exporter.from_notebook_node(copy.deepcopy(nb), resources=resources)[0]
+
+    # The course's exporter (pages/feedback_page.py) writes nbconvert's page without re-serializing it: read back
+    # by BeautifulSoup, as nbconvert's HTMLExporter reads it, every hostile page is exactly that exporter's.
+    page = page_by(config.GenerateFeedback.exporter_class)
+    assert str(BeautifulSoup(page, features="html.parser")) == page_by(HTMLExporter)
     return page
 
 

@@ -49,15 +49,16 @@ def described(page: str) -> tuple[str, int]:
     line_starts = [0]                          # html.parser counts lines by "\n" alone
     while (newline := page.find("\n", line_starts[-1])) != -1:
         line_starts.append(newline + 1)
-    pieces, end = [], len(page)
-    for line, column, text in reversed(parser.found):
+    pieces, done = [], 0                         # the page up to `done` is in pieces
+    for line, column, text in parser.found:
         start = line_starts[line - 1] + column
-        if page[start:start + len(text)] != text:
+        if start < done or page[start:start + len(text)] != text:
             raise ValueError("html.parser's position of an image tag is not where its text is")
-        close = len(text) - (2 if text.endswith("/>") else 1)
-        pieces[:0] = [text[:close], f' alt="{NO_DESCRIPTION}"', text[close:], page[start + len(text):end]]
-        end = start
-    return page[:end] + "".join(pieces), len(parser.found)
+        close = start + len(text) - (2 if text.endswith("/>") else 1)
+        pieces += [page[done:close], f' alt="{NO_DESCRIPTION}"']
+        done = close
+    pieces.append(page[done:])
+    return "".join(pieces), len(parser.found)
 
 
 class FeedbackPage(HTMLExporter):
