@@ -111,29 +111,6 @@ def test_hidden_inputs_depend_on_the_hand_in_and_repeat_for_the_same_one():
     assert first == again != other
 
 
-def test_the_hand_ins_key_covers_every_file_its_kernel_can_read(tmp_path):
-    """An answer can live in a file beside the notebook as well as in a cell: a hand-in whose cells are the same
-    but whose file differs meets new hidden inputs; nbgrader's own records, which the kernel never gets, change
-    nothing (a regrade, or a resubmission of the same hand-in, meets the same ones)."""
-    import nbformat
-
-    from autograder.plugins.checker_link import hand_in_key
-
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("table = open('notes.txt').read()")])
-    (tmp_path / "notes.txt").write_text("a table of answers")
-    (tmp_path / "timestamp.txt").write_text("2026-12-06 10:00:00")
-    first = hand_in_key(nb, b"secret", str(tmp_path))
-    (tmp_path / "timestamp.txt").write_text("2026-12-07 10:00:00")
-    (tmp_path / "submission_secret.txt").write_text("another")
-    assert hand_in_key(nb, b"secret", str(tmp_path)) == first
-    (tmp_path / "notes.txt").write_text("another table")
-    assert hand_in_key(nb, b"secret", str(tmp_path)) != first
-    (tmp_path / "notes.txt").write_text("a table of answers")
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "more.txt").write_text("more")
-    assert hand_in_key(nb, b"secret", str(tmp_path)) != first
-
-
 def test_the_global_names_a_check_reads_include_those_of_its_functions():
     code = compile("def check():\n    return layernorm(x)\nvalue = helper\n", "<cell>", "exec")
     assert global_names(code) == {"layernorm", "x", "helper"}
